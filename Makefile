@@ -1,0 +1,39 @@
+# metaplane: every step a fresh machine needs is here, so that `make demo` and `make test`
+# work on a clean checkout.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit bench system-deps clean
+
+demo: $(STAMP)
+	$(VENV)/bin/metaplane demo
+
+test: $(STAMP) system-deps lint typecheck
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+bench: $(STAMP) system-deps
+	$(PY) benchmarks/store_bench.py
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# The tests run against real servers. Where one is missing and we are root, install it from
+# the OS packages; otherwise say so and fail: the etcd cases are never skipped silently.
+system-deps:
+	@./.ci/system-deps
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,238 @@
+"""What the two local backends (memory and sqlite) share: transactions applied to a state
+view with etcd's semantics, a change log that serves watches and reads of the past, and the
+watch that follows it.
+
+The revision is a counter bumped once per transaction that changed something; every change
+of that transaction carries it. The log keeps each change with the entry it replaced, so
+that the state at an older revision is the current state rewound.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import Iterable, Sequence
+from typing import Protocol, TypeAlias
+
+from metaplane.store._base import MetadataStore, Watch
+from metaplane.store._errors import Compacted, InvalidRequest, LeaseNotFound
+from metaplane.store._keys import in_prefix
+from metaplane.store._model import (
+    Delete,
+    DeletePrefix,
+    Entry,
+    EventType,
+    Get,
+    List,
+    Listing,
+    OpResult,
+    Put,
+    Txn,
+    TxnResult,
+    WatchBatch,
+    WatchEvent,
+    deleted_entry,
+)
+
+Change: TypeAlias = tuple[WatchEvent, Entry | None]
+"""A change and the entry it replaced (None when the key did not exist)."""
+
+
+class StateView(Protocol):
+    """The current state, as a transaction sees and changes it."""
+
+    def get(self, key: str) -> Entry | None: ...
+
+    def range(
+        self, prefix: str, keys_only: bool, limit: int | None, start_after: str | None
+    ) -> tuple[list[Entry], bool]: ...
+
+    def lease_exists(self, lease: int) -> bool: ...
+
+    def write(self, key: str, entry: Entry | None, prev: Entry | None) -> None: ...
+
+
+def apply_txn(view: StateView, txn: Txn, revision: int) -> tuple[TxnResult, list[Change]]:
+    """Apply `txn` to `view`; its changes (if any) take `revision`.
+
+    The result's revision is `revision` when something changed, else `revision - 1`.
+    Operations run in order, so a Get after a Put in the same branch sees the Put.
+    """
+    succeeded = all(compare.holds(view.get(compare.key)) for compare in txn.compares)
+    ops = txn.on_success if succeeded else txn.on_failure
+    for op in ops:
+        if isinstance(op, Put) and op.lease and not view.lease_exists(op.lease):
+            raise LeaseNotFound(op.lease)
+    results: list[OpResult] = []
+    changes: list[Change] = []
+    for op in ops:
+        if isinstance(op, Get):
+            results.append(view.get(op.key))
+        elif isinstance(op, List):
+            entries, more = view.range(op.prefix, op.keys_only, op.limit, None)
+            results.append(Listing(tuple(entries), revision, more))
+        elif isinstance(op, Put):
+            changes.append(_put(view, op, revision))
+            results.append(revision)
+        elif isinstance(op, Delete):
+            prev = view.get(op.key)
+            if prev is not None:
+                changes.append(_delete(view, prev, revision))
+            results.append(0 if prev is None else 1)
+        elif isinstance(op, DeletePrefix):
+            entries, _ = view.range(op.prefix, False, None, None)
+            changes.extend(_delete(view, prev, revision) for prev in entries)
+            results.append(len(entries))
+    final = revision if changes else revision - 1
+    if not changes:
+        results = [_at(result, final) for result in results]
+    return TxnResult(succeeded, final, tuple(results)), changes
+
+
+def _put(view: StateView, op: Put, revision: int) -> Change:
+    prev = view.get(op.key)
+    if prev is None:
+        entry = Entry(op.key, op.value, 1, revision, revision, op.lease)
+    else:
+        entry = Entry(op.key, op.value, prev.version + 1, prev.create_revision, revision, op.lease)
+    view.write(op.key, entry, prev)
+    return WatchEvent(EventType.PUT, entry), prev
+
+
+def _delete(view: StateView, prev: Entry, revision: int) -> Change:
+    view.write(prev.key, None, prev)
+    return WatchEvent(EventType.DELETE, deleted_entry(prev.key, revision)), prev
+
+
+def _at(result: OpResult, revision: int) -> OpResult:
+    if isinstance(result, Listing):
+        return Listing(result.entries, revision, result.more)
+    return result
+
+
+def rewind(entries: dict[str, Entry], prefix: str, later: Iterable[Change]) -> None:
+    """Undo `later` (changes in revision order) on `entries`, the current state of a prefix."""
+    for event, prev in reversed(list(later)):
+        if not in_prefix(event.key, prefix):
+            continue
+        if prev is None:
+            entries.pop(event.key, None)
+        else:
+            entries[event.key] = prev
+
+
+def page(
+    entries: Iterable[Entry], keys_only: bool, limit: int | None, start_after: str | None
+) -> tuple[list[Entry], bool]:
+    """Apply keys_only, start_after and limit to entries in key order."""
+    selected = [e for e in entries if start_after is None or e.key > start_after]
+    more = limit is not None and len(selected) > limit
+    if limit is not None:
+        selected = selected[:limit]
+    if keys_only:
+        selected = [
+            Entry(e.key, b"", e.version, e.create_revision, e.mod_revision, e.lease)
+            for e in selected
+        ]
+    return selected, more
+
+
+def group(events: Iterable[WatchEvent]) -> list[WatchBatch]:
+    """Events in revision order → one batch per revision."""
+    batches: list[WatchBatch] = []
+    current: list[WatchEvent] = []
+    for event in events:
+        if current and current[0].revision != event.revision:
+            batches.append(WatchBatch(current[0].revision, tuple(current)))
+            current = []
+        current.append(event)
+    if current:
+        batches.append(WatchBatch(current[0].revision, tuple(current)))
+    return batches
+
+
+class LocalStore(MetadataStore):
+    """A store whose change log lives with it: watches read the log directly."""
+
+    def __init__(self) -> None:
+        self._tick = asyncio.Event()
+        self._closed = False
+
+    def _notify(self) -> None:
+        """Wake every watch: the revision moved, or the store closed."""
+        tick, self._tick = self._tick, asyncio.Event()
+        tick.set()
+
+    async def _wait_beyond(self, revision: int) -> None:
+        """Wait for the next change unless the store is already beyond `revision`. It may
+        return early (a progress request, the store closing): callers look again."""
+        if not self._closed and self._current_revision() <= revision:
+            await self._tick.wait()
+
+    def _check_readable(self, revision: int) -> None:
+        floor = self._compact_floor()
+        if revision < floor:
+            raise Compacted(floor)
+        current = self._current_revision()
+        if revision > current:
+            raise InvalidRequest(f"revision {revision} is in the future (current {current})")
+
+    def _watch(self, prefix: str, start_revision: int | None) -> Watch:
+        if start_revision is None:
+            start_revision = self._current_revision() + 1
+        return LogWatch(self, prefix, start_revision)
+
+    async def _close(self) -> None:
+        self._closed = True
+        self._notify()
+
+    @abc.abstractmethod
+    def _current_revision(self) -> int: ...
+
+    @abc.abstractmethod
+    def _compact_floor(self) -> int:
+        """The oldest revision still readable and watchable."""
+
+    @abc.abstractmethod
+    def _read_log(self, prefix: str, start: int) -> tuple[Sequence[WatchEvent], int]:
+        """Events under `prefix` from revision `start` on, in revision order, each revision
+        whole; and the highest revision that was looked at."""
+
+
+class LogWatch(Watch):
+    """A watch that reads the change log of a local store."""
+
+    def __init__(self, store: LocalStore, prefix: str, start_revision: int) -> None:
+        super().__init__(prefix, start_revision)
+        self._store = store
+        self._next = start_revision
+        self._ready: list[WatchBatch] = []
+        self._progress = False
+        self._closed = False
+
+    async def __anext__(self) -> WatchBatch:
+        while True:
+            if self._closed or self._store._closed:
+                raise StopAsyncIteration
+            if self._ready:
+                return self._ready.pop(0)
+            floor = self._store._compact_floor()
+            if self._next < floor:
+                self._closed = True
+                raise Compacted(floor)
+            events, seen = self._store._read_log(self.prefix, self._next)
+            self._ready = group(events)
+            self._next = max(self._next, seen + 1)
+            if self._ready:
+                continue
+            if self._progress:
+                self._progress = False
+                return WatchBatch(self._next - 1, ())
+            await self._store._wait_beyond(self._next - 1)
+
+    def request_progress(self) -> None:
+        self._progress = True
+        self._store._notify()
+
+    async def aclose(self) -> None:
+        self._closed = True

@@ -1,0 +1,233 @@
+"""The in-memory backend: one process, one event loop; for tests and tools.
+
+Every operation runs to completion without yielding, so a transaction is atomic with respect
+to every other coroutine of the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from sortedcontainers import SortedDict
+
+from metaplane.store._errors import InvalidRequest, LeaseNotFound
+from metaplane.store._keys import ROOT, children_prefix, in_prefix, prefix_end
+from metaplane.store._local import Change, LocalStore, apply_txn, page, rewind
+from metaplane.store._model import (
+    Entry,
+    EventType,
+    Lease,
+    Listing,
+    Put,
+    Txn,
+    TxnResult,
+    WatchEvent,
+    deleted_entry,
+)
+
+DEFAULT_HISTORY = 100_000
+"""Revisions kept for watches and reads of the past."""
+
+_MAX_EVENTS_READ = 10_000
+
+
+@dataclass(slots=True)
+class _Lease:
+    ttl: int
+    keys: set[str] = field(default_factory=set)
+    timer: asyncio.TimerHandle | None = None
+
+
+class MemoryStore(LocalStore):
+    """A store in this process's memory."""
+
+    def __init__(self, *, history: int = DEFAULT_HISTORY) -> None:
+        super().__init__()
+        if history < 1:
+            raise InvalidRequest("history must keep at least one revision")
+        self.url = "memory://"
+        self._data: SortedDict[str, Entry] = SortedDict()
+        self._rev = 0
+        self._floor = 1
+        self._history = history
+        self._log: deque[tuple[int, list[Change]]] = deque()
+        self._leases: dict[int, _Lease] = {}
+
+    # -- reads -------------------------------------------------------------------------
+
+    async def _get(self, key: str) -> Entry | None:
+        entry: Entry | None = self._data.get(key)
+        return entry
+
+    async def _list(
+        self,
+        prefix: str,
+        revision: int | None,
+        keys_only: bool,
+        limit: int | None,
+        start_after: str | None,
+    ) -> Listing:
+        if revision is None or revision == self._rev:
+            entries, more = page(_entries(self._data, prefix, start_after), keys_only, limit, None)
+            return Listing(tuple(entries), self._rev, more)
+        self._check_readable(revision)
+        state = {entry.key: entry for entry in _entries(self._data, prefix, None)}
+        rewind(state, prefix, self._changes_after(revision))
+        ordered = (state[key] for key in sorted(state))
+        entries, more = page(ordered, keys_only, limit, start_after)
+        return Listing(tuple(entries), revision, more)
+
+    async def _revision(self) -> int:
+        return self._rev
+
+    # -- writes ------------------------------------------------------------------------
+
+    async def _put(self, op: Put) -> int:
+        return (await self._txn(Txn((), (op,), ()))).revision
+
+    async def _txn(self, txn: Txn) -> TxnResult:
+        result, changes = apply_txn(_View(self), txn, self._rev + 1)
+        if changes:
+            self._commit(changes)
+        return result
+
+    async def _compact(self, revision: int) -> None:
+        self._check_readable(revision)
+        while self._log and self._log[0][0] < revision:
+            self._log.popleft()
+        self._floor = max(self._floor, revision)
+
+    def _commit(self, changes: list[Change]) -> None:
+        self._rev += 1
+        self._log.append((self._rev, changes))
+        while len(self._log) > self._history:
+            self._log.popleft()
+            self._floor = self._log[0][0]
+        self._notify()
+
+    # -- leases ------------------------------------------------------------------------
+
+    async def _grant(self, ttl: int) -> Lease:
+        lease_id = random.getrandbits(62) + 1
+        while lease_id in self._leases:
+            lease_id = random.getrandbits(62) + 1
+        self._leases[lease_id] = _Lease(ttl)
+        self._arm(lease_id)
+        return Lease(lease_id, ttl)
+
+    async def _refresh(self, lease: int) -> int:
+        state = self._leases.get(lease)
+        if state is None:
+            raise LeaseNotFound(lease)
+        self._arm(lease)
+        return state.ttl
+
+    async def _revoke(self, lease: int) -> None:
+        if lease not in self._leases:
+            raise LeaseNotFound(lease)
+        self._expire(lease)
+
+    def _arm(self, lease: int) -> None:
+        state = self._leases[lease]
+        if state.timer is not None:
+            state.timer.cancel()
+        loop = asyncio.get_running_loop()
+        state.timer = loop.call_later(state.ttl, self._expire, lease)
+
+    def _expire(self, lease: int) -> None:
+        """Drop the lease and delete its keys, all in one revision."""
+        state = self._leases.pop(lease, None)
+        if state is None:
+            return
+        if state.timer is not None:
+            state.timer.cancel()
+        if not state.keys:
+            return
+        revision = self._rev + 1
+        changes: list[Change] = []
+        for key in sorted(state.keys):
+            prev = self._data.pop(key)
+            changes.append((WatchEvent(EventType.DELETE, deleted_entry(key, revision)), prev))
+        self._commit(changes)
+
+    # -- the change log ----------------------------------------------------------------
+
+    def _current_revision(self) -> int:
+        return self._rev
+
+    def _compact_floor(self) -> int:
+        return self._floor
+
+    def _changes_after(self, revision: int) -> Iterator[Change]:
+        for log_revision, changes in self._log:
+            if log_revision > revision:
+                yield from changes
+
+    def _read_log(self, prefix: str, start: int) -> tuple[Sequence[WatchEvent], int]:
+        if not self._log or start > self._rev:
+            return [], self._rev
+        events: list[WatchEvent] = []
+        seen = start - 1
+        first = self._log[0][0]
+        for index in range(max(start - first, 0), len(self._log)):
+            log_revision, changes = self._log[index]
+            events.extend(event for event, _ in changes if in_prefix(event.key, prefix))
+            seen = log_revision
+            if len(events) >= _MAX_EVENTS_READ:
+                break
+        return events, seen
+
+    async def _close(self) -> None:
+        for state in self._leases.values():
+            if state.timer is not None:
+                state.timer.cancel()
+        await super()._close()
+
+
+class _View:
+    """The state view of a transaction on a memory store."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._data = store._data
+        self._leases = store._leases
+
+    def get(self, key: str) -> Entry | None:
+        entry: Entry | None = self._data.get(key)
+        return entry
+
+    def range(
+        self, prefix: str, keys_only: bool, limit: int | None, start_after: str | None
+    ) -> tuple[list[Entry], bool]:
+        return page(_entries(self._data, prefix, start_after), keys_only, limit, None)
+
+    def lease_exists(self, lease: int) -> bool:
+        return lease in self._leases
+
+    def write(self, key: str, entry: Entry | None, prev: Entry | None) -> None:
+        if prev is not None and prev.lease:
+            self._leases[prev.lease].keys.discard(key)
+        if entry is None:
+            del self._data[key]
+            return
+        self._data[key] = entry
+        if entry.lease:
+            self._leases[entry.lease].keys.add(key)
+
+
+def _entries(data: SortedDict[str, Entry], prefix: str, start_after: str | None) -> Iterator[Entry]:
+    """The entries of a prefix in key order, after `start_after`."""
+    if prefix != ROOT and (start_after is None or start_after < prefix):
+        own = data.get(prefix)
+        if own is not None:
+            yield own
+    low = children_prefix(prefix)
+    if start_after is not None and start_after >= low:
+        keys = data.irange(start_after, prefix_end(prefix), inclusive=(False, False))
+    else:
+        keys = data.irange(low, prefix_end(prefix), inclusive=(True, False))
+    for key in keys:
+        yield data[key]

@@ -1,0 +1,678 @@
+"""The embedded backend: one SQLite file in WAL mode, shared by every process on the machine.
+
+Writes go to one thread per store that commits them in groups: each transaction keeps its
+own revision, but several share one SQLite commit (and one fsync). Reads run on the event
+loop's thread against their own connection; WAL readers never wait for writers. Watches
+follow the `changes` table; other processes' commits are noticed through `PRAGMA
+data_version`. Leases expire by wall-clock deadlines that any process holding the file
+enforces, so a dead holder's keys are deleted by the survivors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from metaplane.store._errors import (
+    Compacted,
+    InvalidRequest,
+    LeaseNotFound,
+    MetadataError,
+    Unavailable,
+)
+from metaplane.store._keys import ROOT, children_prefix, prefix_end
+from metaplane.store._local import Change, LocalStore, apply_txn, page, rewind
+from metaplane.store._model import (
+    Entry,
+    EventType,
+    Lease,
+    Listing,
+    Put,
+    Txn,
+    TxnResult,
+    WatchEvent,
+    deleted_entry,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Synchronous = Literal["full", "normal"]
+
+FORMAT = 1
+DEFAULT_HISTORY = 100_000
+DEFAULT_HISTORY_AGE = 3600.0
+_MAX_GROUP = 256
+_MAX_EVENTS_READ = 10_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta VALUES ('format', 1), ('revision', 0), ('floor', 1);
+CREATE TABLE IF NOT EXISTS kv (
+    key TEXT PRIMARY KEY,
+    value BLOB NOT NULL,
+    version INTEGER NOT NULL,
+    create_revision INTEGER NOT NULL,
+    mod_revision INTEGER NOT NULL,
+    lease INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS kv_by_lease ON kv (lease) WHERE lease != 0;
+CREATE TABLE IF NOT EXISTS changes (
+    revision INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    deleted INTEGER NOT NULL,
+    value BLOB,
+    version INTEGER,
+    create_revision INTEGER,
+    lease INTEGER,
+    prev_value BLOB,
+    prev_version INTEGER,
+    prev_create_revision INTEGER,
+    prev_mod_revision INTEGER,
+    prev_lease INTEGER,
+    committed_at REAL NOT NULL,
+    PRIMARY KEY (revision, seq)
+);
+CREATE TABLE IF NOT EXISTS leases (
+    id INTEGER PRIMARY KEY,
+    ttl INTEGER NOT NULL,
+    expires_at REAL NOT NULL
+);
+"""
+
+_COLUMNS = "key, value, version, create_revision, mod_revision, lease"
+_KEY_COLUMNS = "key, x'', version, create_revision, mod_revision, lease"
+_CHANGE_COLUMNS = (
+    "revision, key, deleted, value, version, create_revision, lease, prev_value, "
+    "prev_version, prev_create_revision, prev_mod_revision, prev_lease"
+)
+
+
+def _convert(exc: sqlite3.Error) -> MetadataError:
+    """The one place where sqlite3's exceptions become the contract's."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError):
+        return Unavailable(f"sqlite: {text}")
+    if "not a database" in text or "malformed" in text:
+        return MetadataError(f"sqlite: the file is not a usable metaplane store: {text}")
+    return Unavailable(f"sqlite: {text}")
+
+
+def _connect(path: str, synchronous: Synchronous, *, reader: bool) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=not reader)
+    conn.execute("PRAGMA busy_timeout = 10000" if not reader else "PRAGMA busy_timeout = 2000")
+    conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+    return conn
+
+
+def _entry(row: Sequence[Any]) -> Entry:
+    return Entry(row[0], row[1], row[2], row[3], row[4], row[5])
+
+
+class _View:
+    """The state view of a transaction running in the writer thread."""
+
+    def __init__(self, conn: sqlite3.Connection, now: float) -> None:
+        self._conn = conn
+        self._now = now
+
+    def get(self, key: str) -> Entry | None:
+        row = self._conn.execute(f"SELECT {_COLUMNS} FROM kv WHERE key = ?", (key,)).fetchone()
+        return None if row is None else _entry(row)
+
+    def range(
+        self, prefix: str, keys_only: bool, limit: int | None, start_after: str | None
+    ) -> tuple[list[Entry], bool]:
+        return _range(self._conn, prefix, keys_only, limit, start_after)
+
+    def lease_exists(self, lease: int) -> bool:
+        row = self._conn.execute(
+            "SELECT 1 FROM leases WHERE id = ? AND expires_at > ?", (lease, self._now)
+        ).fetchone()
+        return row is not None
+
+    def write(self, key: str, entry: Entry | None, prev: Entry | None) -> None:
+        if entry is None:
+            self._conn.execute("DELETE FROM kv WHERE key = ?", (key,))
+        else:
+            self._conn.execute(
+                f"INSERT OR REPLACE INTO kv ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    entry.value,
+                    entry.version,
+                    entry.create_revision,
+                    entry.mod_revision,
+                    entry.lease,
+                ),
+            )
+
+
+def _range(
+    conn: sqlite3.Connection,
+    prefix: str,
+    keys_only: bool,
+    limit: int | None,
+    start_after: str | None,
+) -> tuple[list[Entry], bool]:
+    columns = _KEY_COLUMNS if keys_only else _COLUMNS
+    entries: list[Entry] = []
+    if prefix != ROOT and (start_after is None or start_after < prefix):
+        row = conn.execute(f"SELECT {columns} FROM kv WHERE key = ?", (prefix,)).fetchone()
+        if row is not None:
+            entries.append(_entry(row))
+    low = children_prefix(prefix)
+    if start_after is not None and start_after >= low:
+        where, low_arg = "key > ?", start_after
+    else:
+        where, low_arg = "key >= ?", low
+    sql = f"SELECT {columns} FROM kv WHERE {where} AND key < ? ORDER BY key"
+    args: tuple[object, ...] = (low_arg, prefix_end(prefix))
+    if limit is not None:
+        sql += " LIMIT ?"
+        args += (limit + 1 - len(entries),)
+    entries.extend(_entry(row) for row in conn.execute(sql, args))
+    more = limit is not None and len(entries) > limit
+    return (entries[:limit] if limit is not None else entries), more
+
+
+def _meta(conn: sqlite3.Connection, name: str) -> int:
+    row = conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        raise MetadataError(f"sqlite: the store has no {name!r}; is this a metaplane store?")
+    value: int = row[0]
+    return value
+
+
+def _set_meta(conn: sqlite3.Connection, name: str, value: int) -> None:
+    conn.execute("UPDATE meta SET value = ? WHERE name = ?", (value, name))
+
+
+def _append(conn: sqlite3.Connection, revision: int, changes: list[Change], now: float) -> None:
+    rows = []
+    for seq, (event, prev) in enumerate(changes):
+        entry = event.entry
+        deleted = event.type is EventType.DELETE
+        rows.append(
+            (
+                revision,
+                seq,
+                entry.key,
+                int(deleted),
+                None if deleted else entry.value,
+                None if deleted else entry.version,
+                None if deleted else entry.create_revision,
+                None if deleted else entry.lease,
+                None if prev is None else prev.value,
+                None if prev is None else prev.version,
+                None if prev is None else prev.create_revision,
+                None if prev is None else prev.mod_revision,
+                None if prev is None else prev.lease,
+                now,
+            )
+        )
+    conn.executemany("INSERT INTO changes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    _set_meta(conn, "revision", revision)
+
+
+def _change(row: Sequence[Any]) -> Change:
+    revision, key, deleted = row[0], row[1], row[2]
+    if deleted:
+        event = WatchEvent(EventType.DELETE, deleted_entry(key, revision))
+    else:
+        event = WatchEvent(EventType.PUT, Entry(key, row[3], row[4], row[5], revision, row[6]))
+    prev = None if row[8] is None else Entry(key, row[7], row[8], row[9], row[10], row[11])
+    return event, prev
+
+
+def _prefix_filter(prefix: str) -> tuple[str, tuple[str, ...]]:
+    if prefix == ROOT:
+        return "1", ()
+    return "(key = ? OR (key >= ? AND key < ?))", (prefix, prefix + "/", prefix_end(prefix))
+
+
+def _commit_txn(conn: sqlite3.Connection, txn: Txn) -> TxnResult:
+    revision = _meta(conn, "revision")
+    now = time.time()
+    result, changes = apply_txn(_View(conn, now), txn, revision + 1)
+    if changes:
+        _append(conn, revision + 1, changes, now)
+    return result
+
+
+def _expire_leases(conn: sqlite3.Connection, leases: Iterable[int]) -> None:
+    """Delete each lease and its keys, one revision per lease that had keys."""
+    now = time.time()
+    for lease in leases:
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM kv WHERE lease = ? ORDER BY key", (lease,)
+        ).fetchall()
+        conn.execute("DELETE FROM leases WHERE id = ?", (lease,))
+        if not rows:
+            continue
+        revision = _meta(conn, "revision") + 1
+        conn.execute("DELETE FROM kv WHERE lease = ?", (lease,))
+        changes: list[Change] = [
+            (WatchEvent(EventType.DELETE, deleted_entry(row[0], revision)), _entry(row))
+            for row in rows
+        ]
+        _append(conn, revision, changes, now)
+
+
+def _trim(conn: sqlite3.Connection, keep_from: int) -> None:
+    """Forget the changes before `keep_from`."""
+    floor = _meta(conn, "floor")
+    if keep_from <= floor:
+        return
+    conn.execute("DELETE FROM changes WHERE revision < ?", (keep_from,))
+    _set_meta(conn, "floor", keep_from)
+
+
+class _Writer(threading.Thread):
+    """The thread that owns the write connection and commits jobs in groups."""
+
+    def __init__(self, path: str, synchronous: Synchronous, on_commit: Callable[[], None]) -> None:
+        super().__init__(name=f"metaplane-sqlite-writer {path}", daemon=True)
+        self._path = path
+        self._synchronous = synchronous
+        self._on_commit = on_commit
+        self._jobs: queue.SimpleQueue[
+            tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]] | None
+        ] = queue.SimpleQueue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._conn: sqlite3.Connection | None = None
+
+    def submit(self, job: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = self._loop.create_future()
+        self._jobs.put((job, future))
+        return future
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+
+    def run(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._jobs.get()
+            if first is None:
+                break
+            group = [first]
+            while len(group) < _MAX_GROUP:
+                try:
+                    job = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if job is None:
+                    stopping = True
+                    break
+                group.append(job)
+            self._run_group(group)
+        if self._conn is not None:
+            self._conn.close()
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            conn = _connect(self._path, self._synchronous, reader=False)
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode != "wal":
+                conn.close()
+                raise MetadataError(f"sqlite: {self._path} cannot use WAL mode (got {mode!r})")
+            self._conn = conn
+        return self._conn
+
+    def _run_group(
+        self, group: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]]
+    ) -> None:
+        outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+        try:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+        except (sqlite3.Error, MetadataError) as exc:
+            error = _convert(exc) if isinstance(exc, sqlite3.Error) else exc
+            self._deliver([(future, None, error) for _, future in group])
+            return
+        for job, future in group:
+            conn.execute("SAVEPOINT job")
+            try:
+                outcome = job(conn)
+            except BaseException as exc:  # delivered to the caller, not swallowed
+                conn.execute("ROLLBACK TO job")
+                conn.execute("RELEASE job")
+                failure = _convert(exc) if isinstance(exc, sqlite3.Error) else exc
+                outcomes.append((future, None, failure))
+            else:
+                conn.execute("RELEASE job")
+                outcomes.append((future, outcome, None))
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            error = _convert(exc)
+            outcomes = [(future, None, error) for future, _, _ in outcomes]
+        self._deliver(outcomes)
+
+    def _deliver(
+        self, outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]
+    ) -> None:
+        assert self._loop is not None
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
+            self._loop.call_soon_threadsafe(self._resolve, outcomes)
+
+    def _resolve(
+        self, outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]
+    ) -> None:
+        for future, outcome, error in outcomes:
+            if future.done():
+                continue
+            if error is None:
+                future.set_result(outcome)
+            else:
+                future.set_exception(error)
+        self._on_commit()
+
+
+class SqliteStore(LocalStore):
+    """A store in one SQLite file. Open it with `await SqliteStore.open(path)`."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        synchronous: Synchronous = "full",
+        history: int = DEFAULT_HISTORY,
+        history_age: float = DEFAULT_HISTORY_AGE,
+        poll_interval: float = 0.005,
+        reap_interval: float = 0.25,
+    ) -> None:
+        super().__init__()
+        if synchronous not in ("full", "normal"):
+            raise InvalidRequest(f"synchronous is 'full' or 'normal', not {synchronous!r}")
+        if history < 1 or history_age <= 0:
+            raise InvalidRequest("history must keep at least one revision and some seconds")
+        self.path = path
+        self.url = f"sqlite://{path}"
+        self._synchronous: Synchronous = synchronous
+        self._history = history
+        self._history_age = history_age
+        self._poll_interval = poll_interval
+        self._reap_interval = reap_interval
+        self._writer = _Writer(path, synchronous, self._notify)
+        self._reader: sqlite3.Connection | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._data_version = -1
+
+    @classmethod
+    async def open(cls, path: str | Path, **options: Any) -> SqliteStore:
+        store = cls(str(path), **options)
+        await store._start()
+        return store
+
+    async def _start(self) -> None:
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._writer.start()
+        try:
+            await self._writer.submit(_prepare)
+            self._reader = _connect(self.path, self._synchronous, reader=True)
+            self._reader.execute("PRAGMA query_only = 1")
+            fmt = self._read(lambda conn: _meta(conn, "format"))
+        except BaseException:
+            await self._close()
+            raise
+        if fmt != FORMAT:
+            await self._close()
+            raise MetadataError(f"{self.path}: store format {fmt}; this version reads {FORMAT}")
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._poll_other_processes(), name=f"poll {self.path}"),
+            loop.create_task(self._maintain(), name=f"maintain {self.path}"),
+        ]
+
+    # -- reads -------------------------------------------------------------------------
+
+    def _read(self, read: Callable[[sqlite3.Connection], T]) -> T:
+        """Run a read on the loop's thread, in one snapshot."""
+        conn = self._reader
+        if conn is None:
+            raise Unavailable(f"{self.path}: the store is closed")
+        try:
+            conn.execute("BEGIN")
+            try:
+                return read(conn)
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise _convert(exc) from exc
+
+    async def _get(self, key: str) -> Entry | None:
+        conn = self._reader
+        if conn is None:
+            raise Unavailable(f"{self.path}: the store is closed")
+        try:
+            row = conn.execute(f"SELECT {_COLUMNS} FROM kv WHERE key = ?", (key,)).fetchone()
+        except sqlite3.Error as exc:
+            raise _convert(exc) from exc
+        return None if row is None else _entry(row)
+
+    async def _list(
+        self,
+        prefix: str,
+        revision: int | None,
+        keys_only: bool,
+        limit: int | None,
+        start_after: str | None,
+    ) -> Listing:
+        def read(conn: sqlite3.Connection) -> Listing:
+            current = _meta(conn, "revision")
+            if revision is None or revision == current:
+                entries, more = _range(conn, prefix, keys_only, limit, start_after)
+                return Listing(tuple(entries), current, more)
+            _check_readable(conn, revision)
+            state = {e.key: e for e in _range(conn, prefix, False, None, None)[0]}
+            where, args = _prefix_filter(prefix)
+            later = conn.execute(
+                f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE revision > ? AND {where} "
+                "ORDER BY revision, seq",
+                (revision, *args),
+            )
+            rewind(state, prefix, (_change(row) for row in later))
+            entries, more = page((state[k] for k in sorted(state)), keys_only, limit, start_after)
+            return Listing(tuple(entries), revision, more)
+
+        return self._read(read)
+
+    async def _revision(self) -> int:
+        return self._current_revision()
+
+    # -- writes ------------------------------------------------------------------------
+
+    async def _put(self, op: Put) -> int:
+        return (await self._txn(Txn((), (op,), ()))).revision
+
+    async def _txn(self, txn: Txn) -> TxnResult:
+        return await self._writer.submit(lambda conn: _commit_txn(conn, txn))
+
+    async def _compact(self, revision: int) -> None:
+        def compact(conn: sqlite3.Connection) -> None:
+            _check_readable(conn, revision)
+            _trim(conn, revision)
+
+        await self._writer.submit(compact)
+
+    # -- leases ------------------------------------------------------------------------
+
+    async def _grant(self, ttl: int) -> Lease:
+        def grant(conn: sqlite3.Connection) -> Lease:
+            while True:
+                lease = random.getrandbits(62) + 1
+                with contextlib.suppress(sqlite3.IntegrityError):
+                    conn.execute(
+                        "INSERT INTO leases VALUES (?, ?, ?)", (lease, ttl, time.time() + ttl)
+                    )
+                    return Lease(lease, ttl)
+
+        return await self._writer.submit(grant)
+
+    async def _refresh(self, lease: int) -> int:
+        def refresh(conn: sqlite3.Connection) -> int:
+            now = time.time()
+            row = conn.execute(
+                "SELECT ttl FROM leases WHERE id = ? AND expires_at > ?", (lease, now)
+            ).fetchone()
+            if row is None:
+                raise LeaseNotFound(lease)
+            ttl: int = row[0]
+            conn.execute("UPDATE leases SET expires_at = ? WHERE id = ?", (now + ttl, lease))
+            return ttl
+
+        return await self._writer.submit(refresh)
+
+    async def _revoke(self, lease: int) -> None:
+        def revoke(conn: sqlite3.Connection) -> None:
+            row = conn.execute(
+                "SELECT 1 FROM leases WHERE id = ? AND expires_at > ?", (lease, time.time())
+            ).fetchone()
+            if row is None:
+                raise LeaseNotFound(lease)
+            _expire_leases(conn, [lease])
+
+        await self._writer.submit(revoke)
+
+    # -- the change log ----------------------------------------------------------------
+
+    def _current_revision(self) -> int:
+        return self._read(lambda conn: _meta(conn, "revision"))
+
+    def _compact_floor(self) -> int:
+        return self._read(lambda conn: _meta(conn, "floor"))
+
+    def _read_log(self, prefix: str, start: int) -> tuple[Sequence[WatchEvent], int]:
+        def read(conn: sqlite3.Connection) -> tuple[Sequence[WatchEvent], int]:
+            floor = _meta(conn, "floor")
+            if start < floor:
+                raise Compacted(floor)
+            current = _meta(conn, "revision")
+            if start > current:
+                return [], current
+            where, args = _prefix_filter(prefix)
+            rows = conn.execute(
+                f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE revision >= ? AND {where} "
+                "ORDER BY revision, seq LIMIT ?",
+                (start, *args, _MAX_EVENTS_READ + 1),
+            ).fetchall()
+            if len(rows) <= _MAX_EVENTS_READ:
+                return [_change(row)[0] for row in rows], current
+            last = rows[-1][0]
+            if rows[0][0] == last:  # one revision larger than a read: take it whole
+                rows = conn.execute(
+                    f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE revision = ? AND {where} "
+                    "ORDER BY seq",
+                    (last, *args),
+                ).fetchall()
+                return [_change(row)[0] for row in rows], last
+            return [_change(row)[0] for row in rows if row[0] != last], last - 1
+
+        return self._read(read)
+
+    # -- background work ---------------------------------------------------------------
+
+    async def _poll_other_processes(self) -> None:
+        """Wake the watches when another connection (another process) committed."""
+        while True:
+            await asyncio.sleep(self._poll_interval)
+            try:
+                version = self._read(lambda c: c.execute("PRAGMA data_version").fetchone()[0])
+            except MetadataError as exc:
+                log.warning("%s: cannot poll for changes: %s", self.path, exc)
+                continue
+            if version != self._data_version:
+                self._data_version = version
+                self._notify()
+
+    async def _maintain(self) -> None:
+        """Expire leases whose holders stopped refreshing them, and trim the history."""
+        while True:
+            await asyncio.sleep(self._reap_interval)
+            try:
+                await self._maintain_once()
+            except MetadataError as exc:
+                log.warning("%s: maintenance failed: %s", self.path, exc)
+
+    async def _maintain_once(self) -> None:
+        now = time.time()
+
+        def due(conn: sqlite3.Connection) -> tuple[bool, int]:
+            expired = conn.execute(
+                "SELECT 1 FROM leases WHERE expires_at <= ? LIMIT 1", (now,)
+            ).fetchone()
+            return expired is not None, self._keep_from(conn, now)
+
+        expired, keep_from = self._read(due)
+        if not expired and keep_from <= self._read(lambda conn: _meta(conn, "floor")):
+            return
+
+        def maintain(conn: sqlite3.Connection) -> None:
+            ids = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT id FROM leases WHERE expires_at <= ?", (time.time(),)
+                )
+            ]
+            _expire_leases(conn, ids)
+            _trim(conn, self._keep_from(conn, time.time()))
+
+        await self._writer.submit(maintain)
+
+    def _keep_from(self, conn: sqlite3.Connection, now: float) -> int:
+        """The oldest revision to keep: within `history` revisions and `history_age`
+        seconds, and never the latest revision."""
+        current = _meta(conn, "revision")
+        keep_from = current - self._history + 1
+        row = conn.execute(
+            "SELECT min(revision) FROM changes WHERE committed_at >= ?",
+            (now - self._history_age,),
+        ).fetchone()
+        by_age = current if row[0] is None else row[0]
+        return max(1, min(max(keep_from, by_age), current))
+
+    async def _close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        if self._writer.is_alive():
+            self._writer.stop()
+            await asyncio.get_running_loop().run_in_executor(None, self._writer.join)
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        await super()._close()
+
+
+def _prepare(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def _check_readable(conn: sqlite3.Connection, revision: int) -> None:
+    floor = _meta(conn, "floor")
+    if revision < floor:
+        raise Compacted(floor)
+    current = _meta(conn, "revision")
+    if revision > current:
+        raise InvalidRequest(f"revision {revision} is in the future (current {current})")
