@@ -11,6 +11,7 @@ each; nothing else leaks through the contract. The tree:
     ├── Fenced                   a leader-only write by a node that no longer leads
     ├── Compacted                the history asked for is gone (carries compact_revision)
     ├── Unavailable              the store cannot be reached now; retryable
+    ├── PermissionDenied         authentication failed, or the user may not do this
     └── InvalidRequest           bad input, refused before it reaches a backend (ValueError)
         ├── InvalidKey
         ├── InvalidValue
@@ -79,6 +80,10 @@ class Compacted(MetadataError):
 
 class Unavailable(MetadataError):
     """The store cannot be reached now. Retryable; a write that raised it may have applied."""
+
+
+class PermissionDenied(MetadataError):
+    """Authentication failed, or the authenticated user may not do this."""
 
 
 class InvalidRequest(MetadataError, ValueError):

@@ -26,6 +26,7 @@ from metaplane.store._errors import (
     InvalidTxn,
     LeaseNotFound,
     MetadataError,
+    PermissionDenied,
     TxnTooLarge,
     Unavailable,
 )
@@ -68,6 +69,13 @@ _CHANNEL_OPTIONS = [
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 5_000),
 ]
+
+_AUTH_FAILURES = (
+    "authentication failed",
+    "permission denied",
+    "user name is empty",
+    "invalid auth token",
+)
 
 _TARGETS = {
     Target.VERSION: rpc.Compare.VERSION,
@@ -152,6 +160,10 @@ def _convert(error: grpc.aio.AioRpcError, lease: int = 0) -> MetadataError:
     code, details = error.code(), error.details() or ""
     if _transport(error):
         return Unavailable(f"etcd: {details or code.name}")
+    if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED) or any(
+        reason in details for reason in _AUTH_FAILURES
+    ):
+        return PermissionDenied(f"etcd: {details}")
     if code == grpc.StatusCode.NOT_FOUND and "lease not found" in details:
         return LeaseNotFound(lease)
     if "required revision has been compacted" in details:
@@ -269,6 +281,11 @@ class EtcdStore(MetadataStore):
         self._active = 0
         self._metadata: tuple[tuple[str, str], ...] | None = None
         self._auth_lock = asyncio.Lock()
+
+    @property
+    def active_endpoint(self) -> str:
+        """The member requests go to now."""
+        return self._members[self._active].address
 
     @classmethod
     async def connect(cls, options: EtcdOptions) -> EtcdStore:
@@ -508,12 +525,18 @@ class EtcdStore(MetadataStore):
 
 
 class EtcdWatch(Watch):
-    """One etcd watch stream over the range of a prefix, filtered to its segment boundary."""
+    """One etcd watch stream over the range of a prefix, filtered to its segment boundary.
+
+    A task of its own reads the stream into a small queue: a caller that stops waiting
+    (a timeout) must not cancel the gRPC read, which would end the whole stream.
+    """
 
     def __init__(self, store: EtcdStore, prefix: str, start_revision: int | None) -> None:
         super().__init__(prefix, start_revision)
         self._store = store
         self._call: Any = None
+        self._pump: asyncio.Task[None] | None = None
+        self._responses: asyncio.Queue[Any] = asyncio.Queue(maxsize=64)
         self._ready: list[WatchBatch] = []
         self._progress = False
         self._closed = False
@@ -525,12 +548,15 @@ class EtcdWatch(Watch):
                 raise StopAsyncIteration
             if self._call is None:
                 await self._open()
-            response = await self._read()
+            response = await self._responses.get()
+            if isinstance(response, MetadataError):
+                await self.aclose()
+                raise response
             if response.compact_revision:
-                await self._fail()
+                await self.aclose()
                 raise Compacted(response.compact_revision)
             if response.canceled:
-                await self._fail()
+                await self.aclose()
                 raise Unavailable(f"etcd: the watch was canceled: {response.cancel_reason}")
             if response.events:
                 self._ready = group(
@@ -558,29 +584,31 @@ class EtcdWatch(Watch):
         )
         store = self._store
         index = store._active
-        member = store._members[index]
-        self._call = member.watch.Watch(metadata=store._metadata)
+        self._call = store._members[index].watch.Watch(metadata=store._metadata)
         try:
             await self._call.write(rpc.WatchRequest(create_request=create))
         except grpc.aio.AioRpcError as error:
-            store._fail_over(index, error)
-            await self._fail()
+            if _transport(error):
+                store._fail_over(index, error)
+            await self.aclose()
             raise _convert(error) from error
+        self._pump = asyncio.get_running_loop().create_task(self._read(self._call, index))
         if self._progress:
             self.request_progress()
 
-    async def _read(self) -> Any:
+    async def _read(self, call: Any, index: int) -> None:
+        """Move the stream's responses into the queue; end with the error that ended it."""
         try:
-            response = await self._call.read()
+            while True:
+                response = await call.read()
+                if response is grpc.aio.EOF:
+                    await self._responses.put(Unavailable("etcd: the watch stream ended"))
+                    return
+                await self._responses.put(response)
         except grpc.aio.AioRpcError as error:
             if _transport(error):
-                self._store._fail_over(self._store._active, error)
-            await self._fail()
-            raise _convert(error) from error
-        if response is grpc.aio.EOF:
-            await self._fail()
-            raise Unavailable("etcd: the watch stream ended")
-        return response
+                self._store._fail_over(index, error)
+            await self._responses.put(_convert(error))
 
     def request_progress(self) -> None:
         if self._call is None:
@@ -597,12 +625,13 @@ class EtcdWatch(Watch):
             if self._call is not None:
                 await self._call.write(request)
 
-    async def _fail(self) -> None:
-        self._closed = True
-        await self.aclose()
-
     async def aclose(self) -> None:
         self._closed = True
+        if self._pump is not None:
+            self._pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump
+            self._pump = None
         if self._call is not None:
             self._call.cancel()
             self._call = None

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from metaplane.store._base import MetadataStore
-from metaplane.store._errors import InvalidStoreURL
+from metaplane.store._errors import InvalidRequest, InvalidStoreURL
 from metaplane.store._etcd import EtcdOptions, EtcdStore
 from metaplane.store._memory import MemoryStore
 from metaplane.store._sqlite import SqliteStore
@@ -119,16 +119,19 @@ def _etcd_options(url: str, scheme: str, location: str, params: dict[str, str]) 
     tls = _take(url, params, "tls", lambda text: text.lower() in ("1", "true", "yes"))
     timeout = _take(url, params, "timeout", float)
     _no_more(url, params)
-    return EtcdOptions(
-        endpoints=endpoints,
-        user=user,
-        password=password,
-        ca=files["ca"],
-        cert=files["cert"],
-        key=files["key"],
-        tls=bool(tls) or scheme == "etcds",
-        **({} if timeout is None else {"timeout": timeout}),
-    )
+    try:
+        return EtcdOptions(
+            endpoints=endpoints,
+            user=user,
+            password=password,
+            ca=files["ca"],
+            cert=files["cert"],
+            key=files["key"],
+            tls=bool(tls) or scheme == "etcds",
+            **({} if timeout is None else {"timeout": timeout}),
+        )
+    except InvalidRequest as exc:
+        raise InvalidStoreURL(f"{url!r}: {exc}") from None
 
 
 def _read(url: str, path: str) -> bytes:

@@ -1,0 +1,13 @@
+"""Harnesses for tests and benchmarks that run against real servers and break them on
+purpose (in the manner of kazoo.testing)."""
+
+from metaplane.testing.etcd import (
+    EtcdCluster,
+    EtcdMember,
+    EtcdNotInstalled,
+    TlsFiles,
+    etcd_binary,
+    free_port,
+)
+
+__all__ = ["EtcdCluster", "EtcdMember", "EtcdNotInstalled", "TlsFiles", "etcd_binary", "free_port"]

@@ -1,0 +1,75 @@
+"""Fixtures shared by every test folder: a real etcd for the session, and a store of each
+backend for a test, each starting empty."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from metaplane.store import MemoryStore, MetadataStore, SqliteStore, connect_store
+from metaplane.testing import EtcdMember, etcd_binary
+
+BACKENDS = ("memory", "sqlite", "etcd")
+"""Every backend of the contract."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "backends(*names, reason): run a store case only on these backends (a named subset)",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrise `backend` over every backend, or over the subset a case names."""
+    if "backend" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("backends")
+    names = BACKENDS if marker is None else marker.args
+    unknown = set(names) - set(BACKENDS)
+    if unknown:
+        raise pytest.UsageError(f"unknown backends {unknown} on {metafunc.definition.name}")
+    if marker is not None and "reason" not in marker.kwargs:
+        raise pytest.UsageError(f"{metafunc.definition.name}: a backend subset needs a reason")
+    metafunc.parametrize("backend", names)
+
+
+@pytest.fixture(scope="session")
+def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdMember]:
+    """One real etcd server for the whole session. Missing etcd fails; it never skips."""
+    etcd_binary()
+    with EtcdMember(tmp_path_factory.mktemp("etcd")) as member:
+        yield member
+
+
+@pytest.fixture
+def store_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A URL of an empty store of `backend` that several clients (and processes) can open.
+    Memory has none: a memory store lives in one object."""
+    if backend == "sqlite":
+        return f"sqlite://{tmp_path / 'store.db'}"
+    if backend == "etcd":
+        member: EtcdMember = request.getfixturevalue("etcd")
+        return member.url
+    raise pytest.UsageError("a memory store has no URL another client could open")
+
+
+@pytest.fixture
+async def store(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[MetadataStore]:
+    """An empty store of `backend`."""
+    opened: MetadataStore
+    if backend == "memory":
+        opened = MemoryStore()
+    elif backend == "sqlite":
+        opened = await SqliteStore.open(tmp_path / "store.db")
+    else:
+        opened = await connect_store(request.getfixturevalue("store_url"))
+        await opened.delete_prefix("/")
+    try:
+        yield opened
+    finally:
+        await opened.aclose()

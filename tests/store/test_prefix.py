@@ -1,0 +1,124 @@
+"""Conformance: prefix operations respect segment boundaries; listings page and read the
+past."""
+
+from __future__ import annotations
+
+import pytest
+
+from metaplane.store import Compacted, InvalidRequest, MetadataStore
+
+SIBLINGS = [
+    "/default/t1",
+    "/default/t1/delivery",
+    "/default/t1/subscriptions/s1",
+    "/default/t1-part-0",
+    "/default/t1.x",
+    "/default/t10",
+    "/default/t10/delivery",
+    "/default/t2",
+]
+
+
+async def fill(store: MetadataStore, keys: list[str]) -> None:
+    for key in keys:
+        await store.put(key, key.encode())
+
+
+async def test_list_respects_segments(store: MetadataStore) -> None:
+    await fill(store, SIBLINGS)
+    listing = await store.list("/default/t1")
+    assert listing.keys() == [
+        "/default/t1",
+        "/default/t1/delivery",
+        "/default/t1/subscriptions/s1",
+    ]
+    assert [entry.value for entry in listing] == [entry.key.encode() for entry in listing]
+    assert (await store.list("/default/t10")).keys() == ["/default/t10", "/default/t10/delivery"]
+    assert (await store.list("/default/t")).keys() == []
+    assert (await store.list("/")).keys() == sorted(SIBLINGS)
+
+
+async def test_list_keys_only(store: MetadataStore) -> None:
+    await fill(store, SIBLINGS)
+    listing = await store.list("/default/t1", keys_only=True)
+    assert listing.keys() == ["/default/t1", "/default/t1/delivery", "/default/t1/subscriptions/s1"]
+    assert all(entry.value == b"" and entry.version == 1 for entry in listing)
+
+
+async def test_children(store: MetadataStore) -> None:
+    await fill(store, SIBLINGS)
+    assert await store.children("/default") == ["t1", "t1-part-0", "t1.x", "t10", "t2"]
+    assert await store.children("/default/t1") == ["delivery", "subscriptions"]
+    assert await store.children("/") == ["default"]
+    assert await store.children("/nothing") == []
+
+
+async def test_delete_prefix_respects_segments(store: MetadataStore) -> None:
+    await fill(store, SIBLINGS)
+    assert await store.delete_prefix("/default/t1") == 3
+    assert (await store.list("/")).keys() == [
+        "/default/t1-part-0",
+        "/default/t1.x",
+        "/default/t10",
+        "/default/t10/delivery",
+        "/default/t2",
+    ]
+
+
+async def test_delete_prefix_is_one_revision(store: MetadataStore) -> None:
+    await fill(store, SIBLINGS)
+    before = await store.revision()
+    await store.delete_prefix("/default")
+    assert await store.revision() == before + 1
+    assert (await store.list("/")).keys() == []
+
+
+async def test_paging(store: MetadataStore) -> None:
+    keys = ["/p"] + [f"/p/{i:03d}" for i in range(25)]
+    await fill(store, keys)
+    await store.put("/p-sibling", b"x")
+    seen: list[str] = []
+    after: str | None = None
+    while True:
+        page = await store.list("/p", limit=7, start_after=after)
+        seen.extend(page.keys())
+        assert len(page) <= 7
+        if not page.more:
+            break
+        after = page.keys()[-1]
+    assert seen == keys
+
+
+async def test_list_reads_the_past(store: MetadataStore) -> None:
+    first = await store.put("/h/a", b"1")
+    await store.put("/h/b", b"1")
+    middle = await store.put("/h/a", b"2")
+    await store.delete("/h/b")
+    await store.put("/h/c", b"1")
+    await store.put("/h-sibling", b"x")
+    at_first = await store.list("/h", revision=first)
+    assert at_first.revision == first
+    assert [(e.key, e.value) for e in at_first] == [("/h/a", b"1")]
+    at_middle = await store.list("/h", revision=middle)
+    assert [(e.key, e.value, e.version) for e in at_middle] == [
+        ("/h/a", b"2", 2),
+        ("/h/b", b"1", 1),
+    ]
+    assert (await store.list("/h")).keys() == ["/h/a", "/h/c"]
+
+
+async def test_reading_a_compacted_revision(store: MetadataStore) -> None:
+    first = await store.put("/k", b"1")
+    await store.put("/k", b"2")
+    latest = await store.put("/k", b"3")
+    await store.compact(latest)
+    with pytest.raises(Compacted) as raised:
+        await store.list("/", revision=first)
+    assert raised.value.compact_revision == latest
+    assert (await store.list("/", revision=latest)).keys() == ["/k"]
+
+
+async def test_reading_the_future_is_refused(store: MetadataStore) -> None:
+    revision = await store.put("/k", b"1")
+    with pytest.raises(InvalidRequest):
+        await store.list("/", revision=revision + 100)
