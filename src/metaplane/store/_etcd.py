@@ -197,21 +197,21 @@ def _ranges(prefix: str) -> list[tuple[bytes, bytes]]:
     return [(_bytes(prefix), b""), (_bytes(children_prefix(prefix)), _bytes(prefix_end(prefix)))]
 
 
+_OPERAND_FIELDS = {
+    Target.VERSION: "version",
+    Target.CREATE_REVISION: "create_revision",
+    Target.MOD_REVISION: "mod_revision",
+    Target.VALUE: "value",
+}
+
+
 def _compare(compare: Compare) -> Any:
-    message = rpc.Compare(
+    return rpc.Compare(
         key=_bytes(compare.key),
         target=_TARGETS[compare.target],
         result=_RESULTS[compare.op],
+        **{_OPERAND_FIELDS[compare.target]: compare.operand},
     )
-    if compare.target is Target.VERSION:
-        message.version = compare.operand
-    elif compare.target is Target.CREATE_REVISION:
-        message.create_revision = compare.operand
-    elif compare.target is Target.MOD_REVISION:
-        message.mod_revision = compare.operand
-    else:
-        message.value = compare.operand
-    return message
 
 
 def _requests(op: Operation) -> list[Any]:

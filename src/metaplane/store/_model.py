@@ -214,7 +214,8 @@ class Txn:
 
     def __post_init__(self) -> None:
         for name in ("compares", "on_success", "on_failure"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
+            if type(getattr(self, name)) is not tuple:
+                object.__setattr__(self, name, tuple(getattr(self, name)))
         if len(self.compares) > MAX_TXN_OPS:
             raise TxnTooLarge(f"{len(self.compares)} compares; at most {MAX_TXN_OPS}")
         for compare in self.compares:
@@ -231,6 +232,8 @@ class Txn:
 
 
 def _check_branch(ops: tuple[Operation, ...]) -> None:
+    if len(ops) == 1 and isinstance(ops[0], Get | List | Put | Delete | DeletePrefix):
+        return  # nothing to conflict with, and within the limit
     cost = 0
     for op in ops:
         if not isinstance(op, Get | List | Put | Delete | DeletePrefix):

@@ -64,7 +64,7 @@ CREATE TABLE IF NOT EXISTS kv (
     create_revision INTEGER NOT NULL,
     mod_revision INTEGER NOT NULL,
     lease INTEGER NOT NULL
-);
+) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS kv_by_lease ON kv (lease) WHERE lease != 0;
 CREATE TABLE IF NOT EXISTS changes (
     revision INTEGER NOT NULL,
@@ -82,7 +82,7 @@ CREATE TABLE IF NOT EXISTS changes (
     prev_lease INTEGER,
     committed_at REAL NOT NULL,
     PRIMARY KEY (revision, seq)
-);
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS leases (
     id INTEGER PRIMARY KEY,
     ttl INTEGER NOT NULL,
