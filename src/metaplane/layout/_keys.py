@@ -1,0 +1,279 @@
+"""The key builders and the prefixes components watch and list, one function per path.
+
+Every argument is checked against its naming rule; a prefix is a key kind's template cut short,
+so it can never drift from the keys it covers.
+"""
+
+from __future__ import annotations
+
+from metaplane.layout._names import TopicName
+from metaplane.layout._table import KeyKind, render, render_prefix
+
+
+def _topic(topic: TopicName) -> dict[str, object]:
+    if not isinstance(topic, TopicName):
+        raise TypeError(f"a topic is a TopicName, not {type(topic).__name__}")
+    return {"namespace": topic.namespace, "topic": topic.topic}
+
+
+# Cluster ------------------------------------------------------------------------------------
+
+
+def cluster_name(name: str) -> str:
+    """`/cluster/{name}`: the marker that the cluster exists."""
+    return render(KeyKind.CLUSTER_NAME, cluster_name=name)
+
+
+def broker_registration(broker_id: int) -> str:
+    """`/cluster/register/{broker_id}`: a broker's endpoints, under its session lease."""
+    return render(KeyKind.BROKER_REGISTRATION, broker_id=broker_id)
+
+
+def broker_state(broker_id: int) -> str:
+    """`/cluster/brokers/{broker_id}/state`: active, draining or drained."""
+    return render(KeyKind.BROKER_STATE, broker_id=broker_id)
+
+
+def assignment(broker_id: int, topic: TopicName) -> str:
+    """`/cluster/brokers/{broker_id}/{ns}/{topic}`: the topic is served by that broker."""
+    return render(KeyKind.ASSIGNMENT, broker_id=broker_id, **_topic(topic))
+
+
+def unassigned(topic: TopicName) -> str:
+    """`/cluster/unassigned/{ns}/{topic}`: the topic waits for the leader to assign it."""
+    return render(KeyKind.UNASSIGNED, **_topic(topic))
+
+
+def load_report(broker_id: int) -> str:
+    """`/cluster/load/{broker_id}`: the broker's latest load report."""
+    return render(KeyKind.LOAD_REPORT, broker_id=broker_id)
+
+
+def leader() -> str:
+    """`/cluster/leader`: the leader's broker id, under its session lease."""
+    return render(KeyKind.LEADER)
+
+
+def leader_epoch() -> str:
+    """`/cluster/leader_epoch`: bumped with every election, for fencing."""
+    return render(KeyKind.LEADER_EPOCH)
+
+
+def cluster_prefix() -> str:
+    """`/cluster`: every cluster-wide key."""
+    return render_prefix(KeyKind.LEADER, 1)
+
+
+def registrations_prefix() -> str:
+    """`/cluster/register`: every broker registration."""
+    return render_prefix(KeyKind.BROKER_REGISTRATION, 1)
+
+
+def brokers_prefix() -> str:
+    """`/cluster/brokers`: every broker's state and assignments."""
+    return render_prefix(KeyKind.BROKER_STATE, 2)
+
+
+def broker_prefix(broker_id: int) -> str:
+    """`/cluster/brokers/{broker_id}`: the broker's assignments and its state key.
+
+    What a broker watches for the topics it must load; `parse` tells the state apart.
+    """
+    return render_prefix(KeyKind.BROKER_STATE, 1, broker_id=broker_id)
+
+
+def unassigned_prefix() -> str:
+    """`/cluster/unassigned`: every topic waiting for assignment (the leader watches it)."""
+    return render_prefix(KeyKind.UNASSIGNED, 2)
+
+
+def load_reports_prefix() -> str:
+    """`/cluster/load`: every broker's load report."""
+    return render_prefix(KeyKind.LOAD_REPORT, 1)
+
+
+# Namespaces ---------------------------------------------------------------------------------
+
+
+def namespace_policy(namespace: str) -> str:
+    """`/namespaces/{ns}/policy`: the namespace's limits."""
+    return render(KeyKind.NAMESPACE_POLICY, namespace=namespace)
+
+
+def namespace_topic(topic: TopicName) -> str:
+    """`/namespaces/{ns}/topics/{ns}/{topic}`: the topic is listed in its namespace."""
+    return render(KeyKind.NAMESPACE_TOPIC, **_topic(topic))
+
+
+def namespaces_prefix() -> str:
+    """`/namespaces`: every namespace's keys."""
+    return render_prefix(KeyKind.NAMESPACE_POLICY, 2)
+
+
+def namespace_prefix(namespace: str) -> str:
+    """`/namespaces/{ns}`: the namespace's policy and topic list."""
+    return render_prefix(KeyKind.NAMESPACE_POLICY, 1, namespace=namespace)
+
+
+def namespace_topics_prefix(namespace: str) -> str:
+    """`/namespaces/{ns}/topics`: the namespace's topic list."""
+    return render_prefix(KeyKind.NAMESPACE_TOPIC, 2, namespace=namespace)
+
+
+# Topics -------------------------------------------------------------------------------------
+
+
+def topic_root(topic: TopicName) -> str:
+    """`/topics/{ns}/{topic}`: the topic's partition count, and the prefix of all its keys."""
+    return render(KeyKind.TOPIC_ROOT, **_topic(topic))
+
+
+def topic_delivery(topic: TopicName) -> str:
+    """`/topics/{ns}/{topic}/delivery`: "Reliable" or "NonReliable"."""
+    return render(KeyKind.TOPIC_DELIVERY, **_topic(topic))
+
+
+def producer(topic: TopicName, producer_id: int) -> str:
+    """`/topics/{ns}/{topic}/producers/{producer_id}`."""
+    return render(KeyKind.PRODUCER, producer_id=producer_id, **_topic(topic))
+
+
+def subscription(topic: TopicName, subscription: str) -> str:
+    """`/topics/{ns}/{topic}/subscriptions/{sub}`."""
+    return render(KeyKind.SUBSCRIPTION, subscription=subscription, **_topic(topic))
+
+
+def cursor(topic: TopicName, subscription: str) -> str:
+    """`/topics/{ns}/{topic}/subscriptions/{sub}/cursor`: the last acknowledged offset."""
+    return render(KeyKind.CURSOR, subscription=subscription, **_topic(topic))
+
+
+def topics_prefix(namespace: str | None = None) -> str:
+    """`/topics`: every topic's keys; `/topics/{ns}` with a namespace: those of its topics."""
+    if namespace is None:
+        return render_prefix(KeyKind.TOPIC_ROOT, 2)
+    return render_prefix(KeyKind.TOPIC_ROOT, 1, namespace=namespace)
+
+
+def producers_prefix(topic: TopicName) -> str:
+    """`/topics/{ns}/{topic}/producers`: the topic's producers."""
+    return render_prefix(KeyKind.PRODUCER, 1, **_topic(topic))
+
+
+def subscriptions_prefix(topic: TopicName) -> str:
+    """`/topics/{ns}/{topic}/subscriptions`: the topic's subscriptions and their cursors."""
+    return render_prefix(KeyKind.SUBSCRIPTION, 1, **_topic(topic))
+
+
+# Schemas ------------------------------------------------------------------------------------
+
+
+def next_schema_id() -> str:
+    """`/schemas/_global/next_schema_id`: the next global schema id."""
+    return render(KeyKind.NEXT_SCHEMA_ID)
+
+
+def schema_metadata(subject: str) -> str:
+    """`/schemas/{subject}/metadata`: the subject and all its versions."""
+    return render(KeyKind.SCHEMA_METADATA, subject=subject)
+
+
+def schema_version(subject: str, version: int) -> str:
+    """`/schemas/{subject}/versions/{version}`: one immutable version (from 1)."""
+    return render(KeyKind.SCHEMA_VERSION, subject=subject, version=version)
+
+
+def schema_by_id(schema_id: int) -> str:
+    """`/schemas/_index/by_id/{schema_id}`: which subject a global schema id belongs to."""
+    return render(KeyKind.SCHEMA_BY_ID, schema_id=schema_id)
+
+
+def schemas_prefix() -> str:
+    """`/schemas`: the whole registry (subjects, counter, index)."""
+    return render_prefix(KeyKind.SCHEMA_METADATA, 2)
+
+
+def subject_prefix(subject: str) -> str:
+    """`/schemas/{subject}`: the subject's metadata and versions."""
+    return render_prefix(KeyKind.SCHEMA_METADATA, 1, subject=subject)
+
+
+def schema_versions_prefix(subject: str) -> str:
+    """`/schemas/{subject}/versions`: the subject's versions."""
+    return render_prefix(KeyKind.SCHEMA_VERSION, 1, subject=subject)
+
+
+def schema_index_prefix() -> str:
+    """`/schemas/_index/by_id`: the id index."""
+    return render_prefix(KeyKind.SCHEMA_BY_ID, 1)
+
+
+# Tiered storage -----------------------------------------------------------------------------
+
+
+def storage_object(topic: TopicName, start_offset: int) -> str:
+    """`…/objects/{start_offset:020d}`: the descriptor of the object starting there."""
+    return render(KeyKind.STORAGE_OBJECT, offset=start_offset, **_topic(topic))
+
+
+def storage_cur(topic: TopicName) -> str:
+    """`…/objects/cur`: the start of the topic's current object."""
+    return render(KeyKind.STORAGE_CUR, **_topic(topic))
+
+
+def storage_state(topic: TopicName) -> str:
+    """`/danube-data/storage/topics/{ns}/{topic}/state`: the sealed state of a topic move."""
+    return render(KeyKind.STORAGE_STATE, **_topic(topic))
+
+
+def storage_prefix() -> str:
+    """`/danube-data/storage/topics`: the storage metadata of every topic."""
+    return render_prefix(KeyKind.STORAGE_STATE, 3)
+
+
+def storage_topic_prefix(topic: TopicName) -> str:
+    """`/danube-data/storage/topics/{ns}/{topic}`: the topic's objects, cursor and state."""
+    return render_prefix(KeyKind.STORAGE_STATE, 1, **_topic(topic))
+
+
+def storage_objects_prefix(topic: TopicName) -> str:
+    """`…/objects`: the topic's object descriptors and its `cur` pointer."""
+    return render_prefix(KeyKind.STORAGE_OBJECT, 1, **_topic(topic))
+
+
+# Danube's legacy keys (seeds 000/003): built for reading and migrating, never written --------
+
+
+def legacy_cluster_name() -> str:
+    """`/cluster/cluster-name`: the cluster's name as a JSON string."""
+    return render(KeyKind.LEGACY_CLUSTER_NAME)
+
+
+def legacy_load_balance() -> str:
+    """`/cluster/load_balance`: the old load manager's decision."""
+    return render(KeyKind.LEGACY_LOAD_BALANCE)
+
+
+def legacy_topic_policy(topic: TopicName) -> str:
+    """`/topics/{ns}/{topic}/policy`: a per-topic policy."""
+    return render(KeyKind.LEGACY_TOPIC_POLICY, **_topic(topic))
+
+
+def legacy_topic_schema(topic: TopicName) -> str:
+    """`/topics/{ns}/{topic}/schema`: the pre-registry topic schema."""
+    return render(KeyKind.LEGACY_TOPIC_SCHEMA, **_topic(topic))
+
+
+def legacy_consumer(subscription: str, consumer_id: int) -> str:
+    """`/subscriptions/{sub}/{consumer_id}`: a consumer's metadata."""
+    return render(KeyKind.LEGACY_CONSUMER, subscription=subscription, consumer_id=consumer_id)
+
+
+def legacy_subscriptions_prefix() -> str:
+    """`/subscriptions`: every legacy consumer key."""
+    return render_prefix(KeyKind.LEGACY_CONSUMER, 2)
+
+
+def legacy_subscription_prefix(subscription: str) -> str:
+    """`/subscriptions/{sub}`: the legacy consumers of one subscription."""
+    return render_prefix(KeyKind.LEGACY_CONSUMER, 1, subscription=subscription)
