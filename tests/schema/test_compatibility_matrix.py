@@ -1,0 +1,330 @@
+"""The compatibility matrix: each case is one rule of one format, checked in every mode.
+
+A case lists the subject's history (oldest first) and the new schema; `breaks` is the set of
+modes whose verdict must be "incompatible". Three-version cases are built so that the new
+schema is compatible with the latest version and not with the first: plain and transitive
+modes disagree there.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from metaplane.schema import CompatibilityMode, check, parse_schema
+from tests.schema.fastavro_oracle import fastavro_resolves
+
+NO_MODE: frozenset[str] = frozenset()
+BACKWARD = frozenset({"Backward", "Full", "BackwardTransitive", "FullTransitive"})
+FORWARD = frozenset({"Forward", "Full", "ForwardTransitive", "FullTransitive"})
+EVERY_MODE = BACKWARD | FORWARD
+TRANSITIVE = frozenset({"BackwardTransitive", "ForwardTransitive", "FullTransitive"})
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    schema_type: str
+    history: tuple[str, ...]
+    new: str
+    breaks: frozenset[str]
+    rule: str = ""
+    field: str = ""
+    new_type: str = ""  # when the new version changes the schema type
+
+
+# --- Avro -------------------------------------------------------------------------------
+
+
+def avro(*fields: dict[str, Any], name: str = "Product", **extra: Any) -> str:
+    document = {"type": "record", "name": name, "namespace": "shop", **extra}
+    document["fields"] = [{"name": "id", "type": "long"}, *fields]
+    return json.dumps(document)
+
+
+def status(*symbols: str, **extra: Any) -> dict[str, Any]:
+    enum = {"type": "enum", "name": "Status", "symbols": list(symbols), **extra}
+    return {"name": "status", "type": enum}
+
+
+NAME = {"name": "name", "type": "string"}
+NAME_WITH_DEFAULT = {"name": "name", "type": "string", "default": ""}
+
+AVRO_CASES = [
+    Case("avro-field-added-with-default", "Avro", (avro(),), avro(NAME_WITH_DEFAULT), NO_MODE),
+    Case(
+        "avro-field-added-without-default", "Avro", (avro(),), avro(NAME),
+        BACKWARD, "missing-field-without-default", "Product.name",
+    ),
+    Case(
+        "avro-field-removed", "Avro", (avro(NAME),), avro(),
+        FORWARD, "missing-field-without-default", "Product.name",
+    ),
+    Case("avro-field-removed-had-default", "Avro", (avro(NAME_WITH_DEFAULT),), avro(), NO_MODE),
+    Case(
+        "avro-int-to-long-promotion", "Avro",
+        (avro({"name": "stock", "type": "int"}),), avro({"name": "stock", "type": "long"}),
+        FORWARD, "type-mismatch", "Product.stock",
+    ),
+    Case(
+        "avro-long-to-int-demotion", "Avro",
+        (avro({"name": "stock", "type": "long"}),), avro({"name": "stock", "type": "int"}),
+        BACKWARD, "type-mismatch", "Product.stock",
+    ),
+    Case(
+        "avro-string-to-bytes", "Avro",
+        (avro({"name": "sku", "type": "string"}),), avro({"name": "sku", "type": "bytes"}),
+        NO_MODE,
+    ),
+    Case(
+        "avro-enum-symbol-added", "Avro", (avro(status("NEW", "SOLD")),),
+        avro(status("NEW", "SOLD", "RETURNED")), FORWARD, "enum-symbol-missing", "Product.status",
+    ),
+    Case(
+        "avro-enum-symbol-added-with-enum-default", "Avro",
+        (avro(status("NEW", "SOLD", default="NEW")),),
+        avro(status("NEW", "SOLD", "RETURNED", default="NEW")), NO_MODE,
+    ),
+    Case(
+        "avro-enum-symbol-removed", "Avro", (avro(status("NEW", "SOLD", "RETURNED")),),
+        avro(status("NEW", "SOLD")), BACKWARD, "enum-symbol-missing", "RETURNED",
+    ),
+    Case(
+        "avro-union-widened", "Avro",
+        (avro({"name": "note", "type": ["null", "string"], "default": None}),),
+        avro({"name": "note", "type": ["null", "string", "int"], "default": None}),
+        FORWARD, "no-union-branch", "Product.note",
+    ),
+    Case(
+        "avro-union-narrowed", "Avro",
+        (avro({"name": "note", "type": ["null", "string", "int"], "default": None}),),
+        avro({"name": "note", "type": ["null", "string"], "default": None}),
+        BACKWARD, "no-union-branch", "Product.note",
+    ),
+    Case(
+        "avro-record-renamed-with-alias", "Avro", (avro(),),
+        avro(name="Item", aliases=["Product"]), FORWARD, "name-mismatch", "Product",
+    ),
+    Case(
+        "avro-record-renamed-without-alias", "Avro", (avro(),), avro(name="Item"),
+        EVERY_MODE, "name-mismatch", "Item",
+    ),
+    Case(
+        # v2 drops `score`; v3 brings it back as a string with a default: v3 reads v2's data
+        # (the default fills in) but not v1's, whose `score` is an int.
+        "avro-field-readded-with-another-type", "Avro",
+        (avro({"name": "score", "type": "int"}), avro()),
+        avro({"name": "score", "type": "string", "default": ""}),
+        TRANSITIVE, "type-mismatch", "Product.score",
+    ),
+]  # fmt: skip
+
+# --- JSON Schema ------------------------------------------------------------------------
+
+
+def json_object(*, closed: bool = False, required: tuple[str, ...] = (), **properties: Any) -> str:
+    document: dict[str, Any] = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, **properties},
+    }
+    if closed:
+        document["additionalProperties"] = False
+    if required:
+        document["required"] = list(required)
+    return json.dumps(document)
+
+
+EMAIL = {"type": "string"}
+
+JSON_CASES = [
+    Case(
+        "json-property-added-open-model", "JsonSchema", (json_object(),), json_object(email=EMAIL),
+        BACKWARD, "property-constrained-in-open-model", "/properties/email",
+    ),
+    Case(
+        "json-property-added-closed-model", "JsonSchema",
+        (json_object(closed=True),), json_object(closed=True, email=EMAIL),
+        FORWARD, "property-rejected-by-closed-model", "/properties/email",
+    ),
+    Case(
+        "json-property-removed-open-model", "JsonSchema",
+        (json_object(email=EMAIL),), json_object(),
+        FORWARD, "property-constrained-in-open-model", "/properties/email",
+    ),
+    Case(
+        "json-property-removed-closed-model", "JsonSchema",
+        (json_object(closed=True, email=EMAIL),), json_object(closed=True),
+        BACKWARD, "property-rejected-by-closed-model", "/properties/email",
+    ),
+    Case(
+        "json-content-model-closed", "JsonSchema", (json_object(),), json_object(closed=True),
+        BACKWARD, "content-model-closed", "/additionalProperties",
+    ),
+    Case(
+        "json-required-grown", "JsonSchema",
+        (json_object(email=EMAIL),), json_object(email=EMAIL, required=("email",)),
+        BACKWARD, "required-added", "/properties/email",
+    ),
+    Case(
+        "json-required-shrunk", "JsonSchema",
+        (json_object(email=EMAIL, required=("email",)),), json_object(email=EMAIL),
+        FORWARD, "required-added", "/properties/email",
+    ),
+    Case(
+        "json-type-narrowed-number-to-integer", "JsonSchema",
+        (json_object(price={"type": "number"}),), json_object(price={"type": "integer"}),
+        BACKWARD, "type-narrowed", "/properties/price",
+    ),
+    Case(
+        "json-type-widened-integer-to-number", "JsonSchema",
+        (json_object(price={"type": "integer"}),), json_object(price={"type": "number"}),
+        FORWARD, "type-narrowed", "/properties/price",
+    ),
+    Case(
+        "json-type-array-widened-with-null", "JsonSchema",
+        (json_object(note={"type": "string"}),), json_object(note={"type": ["string", "null"]}),
+        FORWARD, "type-narrowed", "/properties/note",
+    ),
+    Case(
+        "json-unchanged-but-for-layout-and-annotations", "JsonSchema",
+        (json_object(email=EMAIL),), json_object(email={"type": "string", "title": "E-mail"}),
+        NO_MODE,
+    ),
+    Case(
+        # v2 broke v1 (registered under mode None); v3 only widens v2.
+        "json-type-widened-after-a-break", "JsonSchema",
+        (json_object(code={"type": "string"}), json_object(code={"type": "integer"})),
+        json_object(code={"type": ["integer", "null"]}),
+        EVERY_MODE - {"Backward"}, "type-narrowed", "/properties/code",
+    ),
+    Case(
+        # The subject evolved under Backward (v2 widens v1), then moved to Forward: v3
+        # narrows v2 (old readers accept it) but v1's readers reject strings.
+        "json-type-narrowed-after-a-widening", "JsonSchema",
+        (json_object(code={"type": "integer"}), json_object(code={"type": ["integer", "string"]})),
+        json_object(code={"type": "string"}),
+        EVERY_MODE - {"Forward"}, "type-narrowed", "/properties/code",
+    ),
+]  # fmt: skip
+
+# --- Protobuf ---------------------------------------------------------------------------
+
+
+def proto(body: str, enum: str = "NEW = 0; SOLD = 1; RETURNED = 2;") -> str:
+    return f"""
+        syntax = "proto3";
+        package shop;
+        enum Status {{ {enum} }}
+        message Product {{
+            int64 id = 1;
+            Status status = 3;
+            {body}
+        }}
+    """
+
+
+PROTOBUF_CASES = [
+    Case(
+        "proto-field-number-reused-with-another-type", "Protobuf",
+        (proto("int32 count = 2;"),), proto("string label = 2;"),
+        EVERY_MODE, "field-type-changed", "count",
+    ),
+    Case(
+        "proto-field-widened-within-wire-group", "Protobuf",
+        (proto("int32 count = 2;"),), proto("int64 count = 2;"), NO_MODE,
+    ),
+    Case(
+        "proto-field-renamed-same-type", "Protobuf",
+        (proto("int32 count = 2;"),), proto("int32 quantity = 2;"), NO_MODE,
+    ),
+    Case(
+        "proto-field-removed-without-reserved", "Protobuf",
+        (proto("int32 count = 2;"),), proto(""),
+        EVERY_MODE, "field-removed-unreserved", "count",
+    ),
+    Case(
+        "proto-field-removed-with-reserved", "Protobuf",
+        (proto("int32 count = 2;"),), proto('reserved 2; reserved "count";'), NO_MODE,
+    ),
+    Case(
+        "proto-field-removed-with-number-reserved-only", "Protobuf",
+        (proto("int32 count = 2;"),), proto("reserved 2;"),
+        EVERY_MODE, "field-removed-unreserved", "name 'count'",
+    ),
+    Case(
+        "proto-enum-value-removed", "Protobuf", (proto(""),), proto("", enum="NEW = 0; SOLD = 1;"),
+        EVERY_MODE, "enum-value-removed-unreserved", "shop.Status.RETURNED",
+    ),
+    Case(
+        "proto-enum-value-removed-with-reserved", "Protobuf",
+        (proto(""),), proto("", enum='NEW = 0; SOLD = 1; reserved 2; reserved "RETURNED";'),
+        BACKWARD, "enum-value-missing", "shop.Status.RETURNED",
+    ),
+    Case(
+        "proto-enum-value-added", "Protobuf",
+        (proto(""),), proto("", enum="NEW = 0; SOLD = 1; RETURNED = 2; LOST = 3;"),
+        FORWARD, "enum-value-missing", "shop.Status.LOST",
+    ),
+    Case(
+        "proto-message-renamed", "Protobuf",
+        (proto(""),), proto("").replace("message Product", "message Item"),
+        EVERY_MODE, "message-removed", "shop.Product",
+    ),
+    Case(
+        # v2 removes `count` properly; v3 drops the reservation and reuses 2 for a string:
+        # nothing v2 holds conflicts, but v1's data has an int32 there.
+        "proto-reserved-number-reused-later", "Protobuf",
+        (proto("int32 count = 2;"), proto('reserved 2; reserved "count";')),
+        proto("string count = 2;"),
+        TRANSITIVE, "field-type-changed", "count",
+    ),
+]  # fmt: skip
+
+# --- Bytes, String, Number, and changes of format ---------------------------------------
+
+SCALAR_CASES = [
+    Case("bytes-unchanged", "Bytes", ("",), "", NO_MODE),
+    Case("number-unchanged", "Number", ("",), "", NO_MODE),
+    Case(
+        "bytes-to-string", "Bytes", ("",), "",
+        EVERY_MODE, "schema-type-changed", "String", new_type="String",
+    ),
+    Case(
+        "avro-to-json-schema", "Avro", (avro(),), json_object(),
+        EVERY_MODE, "schema-type-changed", "JsonSchema", new_type="JsonSchema",
+    ),
+]  # fmt: skip
+
+CASES = AVRO_CASES + JSON_CASES + PROTOBUF_CASES + SCALAR_CASES
+
+
+@pytest.mark.parametrize("mode", list(CompatibilityMode), ids=lambda mode: mode.value)
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
+def test_verdict(case: Case, mode: CompatibilityMode) -> None:
+    history = [parse_schema(case.schema_type, document) for document in case.history]
+    new = parse_schema(case.new_type or case.schema_type, case.new)
+
+    result = check(new, history, mode)
+
+    expected_ok = mode.value not in case.breaks
+    assert result.ok is expected_ok, result.reasons
+    if not expected_ok:
+        assert any(f"[{case.rule}]" in reason for reason in result.reasons), result.reasons
+        assert any(case.field in reason for reason in result.reasons), result.reasons
+
+
+def test_cases_are_named_uniquely() -> None:
+    ids = [case.id for case in CASES]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("case", AVRO_CASES, ids=lambda case: case.id)
+def test_avro_verdict_agrees_with_fastavro_reader(case: Case) -> None:
+    old, new = case.history[-1], case.new
+    plain = [check(parse_schema("Avro", new), [parse_schema("Avro", old)], mode).ok
+             for mode in (CompatibilityMode.BACKWARD, CompatibilityMode.FORWARD)]  # fmt: skip
+    assert plain == [fastavro_resolves(new, old), fastavro_resolves(old, new)]

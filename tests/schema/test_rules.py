@@ -1,0 +1,263 @@
+"""Each format's rules beyond the matrix: nesting, recursion, references, bounds, wire groups.
+
+Each case gives an old and a new schema and the rules broken in each direction: Backward
+(the new schema reads the old one's data) and Forward (the old reads the new's).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from metaplane.schema import CompatibilityMode, check, parse_schema
+from tests.schema.fastavro_oracle import fastavro_resolves
+
+Rules = tuple[str, ...]
+
+
+def broken(schema_type: str, old: str, new: str, mode: CompatibilityMode) -> list[str]:
+    """The rules (with their location) that `new` breaks against `old` in `mode`."""
+    result = check(parse_schema(schema_type, new), [parse_schema(schema_type, old)], mode)
+    return [f"{i.rule}@{i.location}" for i in result.incompatibilities]
+
+
+def assert_rules(schema_type: str, old: str, new: str, backward: Rules, forward: Rules) -> None:
+    assert broken(schema_type, old, new, CompatibilityMode.BACKWARD) == list(backward)
+    assert broken(schema_type, old, new, CompatibilityMode.FORWARD) == list(forward)
+
+
+# --- Avro -------------------------------------------------------------------------------
+
+
+def record(*fields: dict[str, Any], name: str = "Order") -> str:
+    return json.dumps({"type": "record", "name": name, "fields": list(fields)})
+
+
+def dimensions(*fields: dict[str, Any]) -> dict[str, Any]:
+    return {"name": "dimensions", "type": {"type": "record", "name": "Dims", "fields": [*fields]}}
+
+
+WIDTH = {"name": "width", "type": "int"}
+DEPTH = {"name": "depth", "type": "int"}
+
+AVRO_RULES = [
+    ("nested-record-field-added", record(dimensions(WIDTH)), record(dimensions(WIDTH, DEPTH)),
+     ("missing-field-without-default@Order.dimensions.depth",), ()),
+    ("array-items-promoted", record({"name": "tags", "type": {"type": "array", "items": "int"}}),
+     record({"name": "tags", "type": {"type": "array", "items": "long"}}),
+     (), ("type-mismatch@Order.tags[]",)),
+    ("map-values-changed", record({"name": "attrs", "type": {"type": "map", "values": "string"}}),
+     record({"name": "attrs", "type": {"type": "map", "values": "int"}}),
+     ("type-mismatch@Order.attrs{}",), ("type-mismatch@Order.attrs{}",)),
+    ("fixed-resized", record({"name": "hash", "type": {"type": "fixed", "name": "H", "size": 16}}),
+     record({"name": "hash", "type": {"type": "fixed", "name": "H", "size": 32}}),
+     ("fixed-size-mismatch@Order.hash",), ("fixed-size-mismatch@Order.hash",)),
+    ("field-renamed-with-alias", record({"name": "qty", "type": "int"}),
+     record({"name": "quantity", "type": "int", "aliases": ["qty"]}),
+     (), ("missing-field-without-default@Order.qty",)),
+    ("nullable-made-required", record({"name": "note", "type": ["string", "null"]}),
+     record({"name": "note", "type": "string"}),
+     ("type-mismatch@Order.note",), ()),
+    ("logical-type-added", record({"name": "at", "type": "long"}),
+     record({"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}), (), ()),
+    ("int-to-double-promotion", record({"name": "price", "type": "int"}),
+     record({"name": "price", "type": "double"}), (), ("type-mismatch@Order.price",)),
+    ("enum-renamed-with-alias",
+     record({"name": "s", "type": {"type": "enum", "name": "S", "symbols": ["A"]}}),
+     record({"name": "s",
+             "type": {"type": "enum", "name": "T", "symbols": ["A"], "aliases": ["S"]}}),
+     (), ("name-mismatch@Order.s",)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "backward", "forward"),
+    [case[1:] for case in AVRO_RULES],
+    ids=[case[0] for case in AVRO_RULES],
+)
+def test_avro_rule(old: str, new: str, backward: Rules, forward: Rules) -> None:
+    assert_rules("Avro", old, new, backward, forward)
+
+
+def test_avro_recursive_record_terminates() -> None:
+    node = {
+        "type": "record",
+        "name": "Node",
+        "fields": [
+            {"name": "value", "type": "int"},
+            {"name": "next", "type": ["null", "Node"], "default": None},
+        ],
+    }
+    grown = {**node, "fields": [*node["fields"], {"name": "label", "type": "string"}]}
+    assert broken("Avro", json.dumps(node), json.dumps(grown), CompatibilityMode.FULL) == [
+        "missing-field-without-default@Node.label"
+    ]
+
+
+# --- JSON Schema ------------------------------------------------------------------------
+
+
+def obj(properties: dict[str, Any], **keywords: Any) -> str:
+    return json.dumps({"type": "object", "properties": properties, **keywords})
+
+
+def address(**zip_keywords: Any) -> dict[str, Any]:
+    zip_code = {"type": "string", **zip_keywords}
+    return {"address": {"type": "object", "properties": {"zip": zip_code}}}
+
+
+TAGS_OF = {"tags": {"type": "array", "items": {"type": "number"}}}
+INT_TAGS = {"tags": {"type": "array", "items": {"type": "integer"}}}
+
+JSON_RULES = [
+    ("nested-object-bound", obj(address()), obj(address(maxLength=5)),
+     ("bound-narrowed@/properties/address/properties/zip/maxLength",), ()),
+    ("array-items-narrowed", obj(TAGS_OF), obj(INT_TAGS),
+     ("type-narrowed@/properties/tags/items/type",), ()),
+    ("enum-shrunk", obj({"c": {"enum": ["r", "g", "b"]}}), obj({"c": {"enum": ["r", "g"]}}),
+     ("enum-narrowed@/properties/c",), ()),
+    ("enum-added", obj({"c": {"type": "string"}}), obj({"c": {"type": "string", "enum": ["r"]}}),
+     ("enum-narrowed@/properties/c",), ()),
+    ("const-changed", obj({"v": {"const": 1}}), obj({"v": {"const": 2}}),
+     ("enum-narrowed@/properties/v",), ("enum-narrowed@/properties/v",)),
+    ("minimum-raised", obj({"n": {"type": "number", "minimum": 0}}),
+     obj({"n": {"type": "number", "minimum": 1}}), ("bound-narrowed@/properties/n/minimum",), ()),
+    ("minimum-made-exclusive", obj({"n": {"type": "number", "minimum": 0}}),
+     obj({"n": {"type": "number", "exclusiveMinimum": 0}}),
+     ("bound-narrowed@/properties/n/minimum",), ()),
+    ("multiple-of-coarsened", obj({"n": {"type": "number", "multipleOf": 0.1}}),
+     obj({"n": {"type": "number", "multipleOf": 0.3}}),
+     ("bound-narrowed@/properties/n/multipleOf",), ()),
+    ("pattern-added", obj({"s": {"type": "string"}}),
+     obj({"s": {"type": "string", "pattern": "^[a-z]+$"}}),
+     ("pattern-changed@/properties/s/pattern",), ()),
+    ("unique-items-added", obj({"t": {"type": "array"}}),
+     obj({"t": {"type": "array", "uniqueItems": True}}),
+     ("unique-items-added@/properties/t/uniqueItems",), ()),
+    ("nullable-through-any-of", obj({"s": {"type": "string"}}),
+     obj({"s": {"anyOf": [{"type": "null"}, {"type": "string"}]}}),
+     (), ("type-narrowed@/properties/s/type",)),
+    ("type-array-meets-any-of", obj({"s": {"type": ["string", "null"]}}),
+     obj({"s": {"anyOf": [{"type": "null"}, {"type": "string"}]}}), (), ()),
+    ("additional-properties-schema-narrowed", obj({}, additionalProperties={"type": "number"}),
+     obj({}, additionalProperties={"type": "integer"}),
+     ("type-narrowed@/additionalProperties/type",), ()),
+    ("property-made-false", obj({"x": {"type": "string"}}), obj({"x": False}),
+     ("nothing-accepted@/properties/x",), ()),
+    ("not-added", obj({"x": {"type": "string"}}),
+     obj({"x": {"type": "string", "not": {"const": ""}}}),
+     ("keyword-changed@/properties/x/not",), ()),
+    ("draft4-exclusive-minimum",
+     json.dumps({"$schema": "http://json-schema.org/draft-04/schema#", "minimum": 0}),
+     json.dumps({"$schema": "http://json-schema.org/draft-04/schema#", "minimum": 0,
+                 "exclusiveMinimum": True}),
+     ("bound-narrowed@/minimum",), ()),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "backward", "forward"),
+    [case[1:] for case in JSON_RULES],
+    ids=[case[0] for case in JSON_RULES],
+)
+def test_json_schema_rule(old: str, new: str, backward: Rules, forward: Rules) -> None:
+    assert_rules("JsonSchema", old, new, backward, forward)
+
+
+def test_json_schema_refs_are_resolved_not_compared_as_text() -> None:
+    def with_definition(zip_type: str) -> str:
+        return json.dumps({
+            "$defs": {"zip": {"type": zip_type}},
+            "type": "object",
+            "properties": {"zip": {"$ref": "#/$defs/zip"}},
+        })  # fmt: skip
+
+    assert_rules(
+        "JsonSchema", with_definition("number"), with_definition("integer"),
+        ("type-narrowed@/properties/zip/type",), (),
+    )  # fmt: skip
+
+
+def test_json_schema_recursive_ref_terminates() -> None:
+    tree = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "children": {"type": "array", "items": {"$ref": "#"}},
+        },
+    }
+    assert_rules("JsonSchema", json.dumps(tree), json.dumps(tree), (), ())
+
+
+# --- Protobuf ---------------------------------------------------------------------------
+
+
+def message(body: str, syntax: str = "proto3") -> str:
+    return f"""
+        syntax = "{syntax}";
+        package shop;
+        enum Kind {{ A = 0; }}
+        message Item {{ optional string id = 1; }}
+        message Order {{ {body} }}
+    """
+
+
+PROTOBUF_RULES = [
+    ("sint32-to-int32", message("sint32 n = 1;"), message("int32 n = 1;"),
+     ("field-type-changed@shop.Order.n",), ("field-type-changed@shop.Order.n",)),
+    ("fixed32-to-sfixed32", message("fixed32 n = 1;"), message("sfixed32 n = 1;"), (), ()),
+    ("string-to-bytes", message("string s = 1;"), message("bytes s = 1;"), (), ()),
+    ("enum-to-int32", message("Kind k = 1;"), message("int32 k = 1;"), (), ()),
+    ("int32-to-double", message("int32 n = 1;"), message("double n = 1;"),
+     ("field-type-changed@shop.Order.n",), ("field-type-changed@shop.Order.n",)),
+    ("message-type-changed", message("Item x = 1;"), message("Order x = 1;"),
+     ("field-type-changed@shop.Order.x",), ("field-type-changed@shop.Order.x",)),
+    ("singular-to-repeated", message("string s = 1;"), message("repeated string s = 1;"),
+     ("field-cardinality-changed@shop.Order.s",), ("field-cardinality-changed@shop.Order.s",)),
+    ("required-field-added", message("optional int32 a = 1;", "proto2"),
+     message("optional int32 a = 1; required int32 b = 2;", "proto2"),
+     ("required-field-missing@shop.Order.b",), ()),
+    ("field-made-required", message("optional int32 a = 1;", "proto2"),
+     message("required int32 a = 1;", "proto2"), ("required-field-missing@shop.Order.a",), ()),
+    ("map-field-removed", message("map<string, int32> attrs = 1;"), message(""),
+     ("field-removed-unreserved@shop.Order.attrs",),
+     ("field-removed-unreserved@shop.Order.attrs",)),
+    ("enum-removed", message(""), message("").replace("enum Kind { A = 0; }", ""),
+     ("enum-removed@shop.Kind",), ("enum-removed@shop.Kind",)),
+    ("package-changed", message(""), message("").replace("package shop;", "package store;"),
+     ("message-removed@shop.Item", "message-removed@shop.Order", "enum-removed@shop.Kind",
+      "message-name-changed@store.Item"),
+     ("message-removed@shop.Item", "message-removed@shop.Order", "enum-removed@shop.Kind",
+      "message-name-changed@store.Item")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "backward", "forward"),
+    [case[1:] for case in PROTOBUF_RULES],
+    ids=[case[0] for case in PROTOBUF_RULES],
+)
+def test_protobuf_rule(old: str, new: str, backward: Rules, forward: Rules) -> None:
+    assert_rules("Protobuf", old, new, backward, forward)
+
+
+def test_protobuf_message_switched_within_file() -> None:
+    document = message("string id = 1;")
+    item = parse_schema("Protobuf", document, message_name="Item")
+    order = parse_schema("Protobuf", document, message_name="Order")
+    result = check(order, [item], CompatibilityMode.BACKWARD)
+    assert [i.rule for i in result.incompatibilities] == ["message-name-changed"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "backward", "forward"),
+    [case[1:] for case in AVRO_RULES],
+    ids=[case[0] for case in AVRO_RULES],
+)
+def test_avro_rule_agrees_with_fastavro_reader(
+    old: str, new: str, backward: Rules, forward: Rules
+) -> None:
+    assert fastavro_resolves(new, old) == (not backward)
+    assert fastavro_resolves(old, new) == (not forward)
