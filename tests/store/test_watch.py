@@ -162,3 +162,21 @@ async def test_etcd_stopped_and_restarted(tmp_path: Path) -> None:
             async with store.watch("/r", start_revision=first + 1) as resumed:
                 batches = await collect(resumed, second)
     assert [e.key for b in batches for e in b.events if e.type is EventType.PUT] == ["/r/b"]
+
+
+async def test_progress_never_overtakes_events(store: MetadataStore) -> None:
+    """A progress batch at P means every event up to P was delivered before it — also right
+    after opening a watch from an old revision (etcd issue 15220, verified on old servers)."""
+    first = await store.put("/p/0", b"")
+    for i in range(1, 50):
+        last = await store.put(f"/p/{i}", b"")
+    async with store.watch("/p", start_revision=first) as watch:
+        watch.request_progress()
+        delivered: list[int] = []
+        async with asyncio.timeout(10):
+            async for batch in watch:
+                if not batch.events:
+                    break
+                delivered.append(batch.revision)
+    assert batch.revision >= last
+    assert delivered == list(range(first, last + 1))

@@ -133,6 +133,22 @@ class _Member:
         self.lease = rpc.LeaseStub(self.channel)
         self.watch = rpc.WatchStub(self.channel)
         self.auth = rpc.AuthStub(self.channel)
+        self.maintenance = rpc.MaintenanceStub(self.channel)
+
+
+def orders_progress(version: str) -> bool:
+    """True when an etcd server of `version` sends requested progress notifications in order
+    with watch events. Before 3.4.25 and 3.5.8 a progress notification could overtake events
+    it claims to follow (etcd issue 15220)."""
+    try:
+        major, minor, patch = (int(part) for part in version.split("-")[0].split(".")[:3])
+    except ValueError:
+        return False
+    if (major, minor) == (3, 4):
+        return patch >= 25
+    if (major, minor) == (3, 5):
+        return patch >= 8
+    return (major, minor) > (3, 5)
 
 
 def _not_applied(error: grpc.aio.AioRpcError) -> bool:
@@ -281,6 +297,8 @@ class EtcdStore(MetadataStore):
         self._active = 0
         self._metadata: tuple[tuple[str, str], ...] | None = None
         self._auth_lock = asyncio.Lock()
+        self.server_version = ""
+        self.progress_in_order = False
 
     @property
     def active_endpoint(self) -> str:
@@ -291,10 +309,18 @@ class EtcdStore(MetadataStore):
     async def connect(cls, options: EtcdOptions) -> EtcdStore:
         store = cls(options)
         try:
-            await store._revision()
+            status = await store.call("maintenance", "Status", rpc.StatusRequest(), idempotent=True)
+            await store._revision()  # Status needs no credentials; fail now if they are wrong
         except BaseException:
             await store._close()
             raise
+        store.server_version = status.version
+        store.progress_in_order = orders_progress(status.version)
+        if not store.progress_in_order:
+            log.info(
+                "etcd %s may send progress notifications ahead of events: each is verified",
+                status.version,
+            )
         return store
 
     # -- calling a member --------------------------------------------------------------
@@ -540,7 +566,9 @@ class EtcdWatch(Watch):
         self._ready: list[WatchBatch] = []
         self._progress = False
         self._closed = False
-        self._writes: set[asyncio.Task[None]] = set()
+        self._write_lock = asyncio.Lock()  # one write at a time on a gRPC stream
+        self._asking: asyncio.Task[None] | None = None
+        self._delivered = (start_revision or 1) - 1  # the last revision this stream passed
 
     async def __anext__(self) -> WatchBatch:
         while not self._ready:
@@ -564,9 +592,47 @@ class EtcdWatch(Watch):
                     for event in response.events
                     if in_prefix(event.kv.key.decode("utf-8", "surrogateescape"), self.prefix)
                 )
+                self._delivered = max(self._delivered, response.events[-1].kv.mod_revision)
             elif not response.created:
-                self._ready = [WatchBatch(response.header.revision, ())]
+                await self._progress_response(response.header.revision)
         return self._ready.pop(0)
+
+    async def _progress_response(self, revision: int) -> None:
+        """Pass on a progress notification only if no event up to it can still be coming."""
+        if revision < self._delivered:
+            return  # older than what was delivered: stale
+        if revision > self._delivered and not (
+            self._store.progress_in_order or await self._nothing_pending(revision)
+        ):
+            return  # events may still be coming: the request is repeated
+        self._delivered = revision
+        self._progress = False
+        self._ready = [WatchBatch(revision, ())]
+
+    async def _nothing_pending(self, revision: int) -> bool:
+        """On an etcd that may send progress ahead of events: true if the watched range has
+        the same keys at `revision` as at the last revision this stream delivered, none of
+        them modified since. (A key created and deleted in between is invisible to this
+        check; the state it leaves is the same.)"""
+        start, end = _bytes(self.prefix), _bytes(prefix_end(self.prefix))
+
+        async def read(**fields: int | bool) -> Any:
+            request = rpc.RangeRequest(key=start, range_end=end, **fields)
+            return await self._store.call("kv", "Range", request, idempotent=True)
+
+        try:
+            # etcd's count ignores min_mod_revision: look for one modified key instead.
+            modified = await read(
+                revision=revision, min_mod_revision=self._delivered + 1, keys_only=True, limit=1
+            )
+            if modified.kvs:
+                return False
+            now = await read(revision=revision, count_only=True)
+            before = await read(revision=self._delivered, count_only=True)
+        except (Compacted, InvalidRequest, Unavailable):
+            return False
+        same: bool = now.count == before.count
+        return same
 
     @staticmethod
     def _event(event: Any) -> WatchEvent:
@@ -586,7 +652,8 @@ class EtcdWatch(Watch):
         index = store._active
         self._call = store._members[index].watch.Watch(metadata=store._metadata)
         try:
-            await self._call.write(rpc.WatchRequest(create_request=create))
+            async with self._write_lock:
+                await self._call.write(rpc.WatchRequest(create_request=create))
         except grpc.aio.AioRpcError as error:
             if _transport(error):
                 store._fail_over(index, error)
@@ -611,19 +678,24 @@ class EtcdWatch(Watch):
             await self._responses.put(_convert(error))
 
     def request_progress(self) -> None:
-        if self._call is None:
-            self._progress = True  # asked once the stream is open
-            return
-        self._progress = False
+        self._progress = True
+        if self._call is not None and (self._asking is None or self._asking.done()):
+            self._asking = asyncio.get_running_loop().create_task(self._ask_until_answered())
+
+    async def _ask_until_answered(self) -> None:
+        """Ask for progress until a progress batch is delivered: etcd drops a request made
+        while the watcher is still catching up (etcd issue 17507), and on old servers we
+        pass on only the answers we could verify."""
         request = rpc.WatchRequest(progress_request=rpc.WatchProgressRequest())
-        task = asyncio.get_running_loop().create_task(self._write(request))
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        while self._progress and not self._closed:
+            await self._write(request)
+            await asyncio.sleep(0.1)
 
     async def _write(self, request: Any) -> None:
-        with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
-            if self._call is not None:
-                await self._call.write(request)
+        async with self._write_lock:
+            with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
+                if self._call is not None:
+                    await self._call.write(request)
 
     async def aclose(self) -> None:
         self._closed = True
@@ -635,5 +707,5 @@ class EtcdWatch(Watch):
         if self._call is not None:
             self._call.cancel()
             self._call = None
-        for task in list(self._writes):
-            task.cancel()
+        if self._asking is not None:
+            self._asking.cancel()

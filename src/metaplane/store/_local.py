@@ -3,8 +3,9 @@ view with etcd's semantics, a change log that serves watches and reads of the pa
 watch that follows it.
 
 The revision is a counter bumped once per transaction that changed something; every change
-of that transaction carries it. The log keeps each change with the entry it replaced, so
-that the state at an older revision is the current state rewound.
+of that transaction carries it. An empty store is at revision 1, as etcd's is. The log keeps
+each change with the entry it replaced, so that the state at an older revision is the
+current state rewound.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class MemoryStore(LocalStore):
             raise InvalidRequest("history must keep at least one revision")
         self.url = "memory://"
         self._data: SortedDict[str, Entry] = SortedDict()
-        self._rev = 0
+        self._rev = 1  # as etcd: an empty store is at revision 1
         self._floor = 1
         self._history = history
         self._log: deque[tuple[int, list[Change]]] = deque()

@@ -56,7 +56,7 @@ _MAX_EVENTS_READ = 10_000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-INSERT OR IGNORE INTO meta VALUES ('format', 1), ('revision', 0), ('floor', 1);
+INSERT OR IGNORE INTO meta VALUES ('format', 1), ('revision', 1), ('floor', 1);
 CREATE TABLE IF NOT EXISTS kv (
     key TEXT PRIMARY KEY,
     value BLOB NOT NULL,

@@ -9,5 +9,15 @@ from metaplane.testing.etcd import (
     etcd_binary,
     free_port,
 )
+from metaplane.testing.faults import Fault, FaultyStore
 
-__all__ = ["EtcdCluster", "EtcdMember", "EtcdNotInstalled", "TlsFiles", "etcd_binary", "free_port"]
+__all__ = [
+    "EtcdCluster",
+    "EtcdMember",
+    "EtcdNotInstalled",
+    "Fault",
+    "FaultyStore",
+    "TlsFiles",
+    "etcd_binary",
+    "free_port",
+]

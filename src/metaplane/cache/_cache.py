@@ -1,0 +1,397 @@
+"""`LocalCache`: the read path of a broker. After start-up every read is served from memory,
+and the cache follows the store's changes without a gap, in revision order, whole
+transactions at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import enum
+import logging
+import random
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Self
+
+from sortedcontainers import SortedList
+
+from metaplane.cache._listeners import (
+    CacheClosed,
+    Listener,
+    ListenerTask,
+    Subscription,
+)
+from metaplane.store import (
+    Compacted,
+    Entry,
+    EventType,
+    InvalidRequest,
+    MetadataError,
+    MetadataStore,
+    Unavailable,
+    WatchBatch,
+    WatchEvent,
+    check_prefix,
+    in_prefix,
+)
+from metaplane.store._keys import ROOT, child_segment, children_prefix, prefix_end
+
+log = logging.getLogger(__name__)
+
+Decoder = Callable[[str, bytes], object]
+"""Turns a key's value into its typed form (raises on a malformed value)."""
+
+PAGE = 5000
+"""Keys read per request while loading: a huge prefix never comes as one response."""
+
+
+class CacheState(enum.Enum):
+    STARTING = "starting"
+    SYNCED = "synced"
+    """Following the store's changes."""
+    DISCONNECTED = "disconnected"
+    """The watch broke; reads are served from the last applied revision while it resumes."""
+    RESYNCING = "resyncing"
+    """History was compacted under the watch; reloading and diffing."""
+    CLOSED = "closed"
+
+
+class LocalCache:
+    """An in-memory copy of some prefixes of a store, kept current by one watch.
+
+    Start: one consistent read of every prefix at one revision R, then a watch from R + 1
+    (no gap). The watch is on the longest common ancestor of the prefixes, so that every
+    transaction arrives whole and in revision order; events outside the prefixes are
+    dropped. Changes are applied by mod_revision. A broken stream resumes from the last
+    applied revision + 1; `Compacted` (or a backend that cannot resume) triggers a full
+    resync at a new revision whose differences reach listeners as ordinary events.
+
+    Read your writes: every write returns its revision; `await cache.wait_for(revision)`
+    returns once the cache has applied it.
+    """
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        prefixes: Iterable[str] = (ROOT,),
+        *,
+        decoder: Decoder | None = None,
+        subscriber_buffer: int = 100_000,
+    ) -> None:
+        self._store = store
+        self.prefixes = _covering(check_prefix(prefix) for prefix in prefixes)
+        self._ancestor = _common_ancestor(self.prefixes)
+        self._decoder = decoder
+        self._buffer = subscriber_buffer
+        self._entries: dict[str, Entry] = {}
+        self._keys: SortedList = SortedList()
+        self._decoded: dict[str, object] = {}
+        self._applied = 0
+        self._state = CacheState.STARTING
+        self._advanced = asyncio.Condition()
+        self._watch_task: asyncio.Task[None] | None = None
+        self._progress_wanted = asyncio.Event()
+        self._subscriptions: set[Subscription] = set()
+        self._listeners: set[ListenerTask] = set()
+
+    # -- life cycle --------------------------------------------------------------------
+
+    async def start(self) -> int:
+        """Load every prefix at one revision and start following; return that revision."""
+        revision = await self._load_into_empty()
+        self._state = CacheState.SYNCED
+        self._watch_task = asyncio.get_running_loop().create_task(
+            self._follow(), name=f"cache watch {self._ancestor}"
+        )
+        return revision
+
+    async def aclose(self) -> None:
+        self._state = CacheState.CLOSED
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch_task
+        for listener in list(self._listeners):
+            listener.cancel()
+        for subscription in list(self._subscriptions):
+            subscription.end()
+        async with self._advanced:
+            self._advanced.notify_all()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    @property
+    def state(self) -> CacheState:
+        return self._state
+
+    @property
+    def applied_revision(self) -> int:
+        """Every change up to this revision is in the cache; none after it."""
+        return self._applied
+
+    async def wait_for(self, revision: int, timeout: float | None = None) -> None:
+        """Return once the cache has applied `revision` (read your writes)."""
+        async with asyncio.timeout(timeout), self._advanced:
+            while self._applied < revision:
+                if self._state is CacheState.CLOSED:
+                    raise CacheClosed("the cache is closed")
+                # The revision may have changed nothing under the watched prefix: ask the
+                # store to say how far the watch has come.
+                self._progress_wanted.set()
+                await self._advanced.wait()
+
+    # -- reads -------------------------------------------------------------------------
+
+    def get(self, key: str) -> Entry | None:
+        """The entry of `key` as of `applied_revision`."""
+        entry = self._entries.get(key)
+        if entry is None:
+            self._check_covered(key)
+        return entry
+
+    def value(self, key: str) -> object | None:
+        """The typed value of `key`, decoded on its first typed read and kept."""
+        try:
+            return self._decoded[key]
+        except KeyError:
+            pass
+        entry = self.get(key)
+        if entry is None:
+            return None
+        if self._decoder is None:
+            raise InvalidRequest("this cache has no decoder: typed reads are not available")
+        value = self._decoder(key, entry.value)
+        self._decoded[key] = value
+        return value
+
+    def list(self, prefix: str) -> builtins.list[Entry]:
+        """The key `prefix` and every key under it, in key order."""
+        self._check_covered(prefix)
+        return [self._entries[key] for key in self._keys_under(prefix)]
+
+    def children(self, path: str) -> builtins.list[str]:
+        """The distinct segments right below `path`, sorted."""
+        self._check_covered(path)
+        segments = {child_segment(key, path) for key in self._keys_under(path)}
+        return sorted(segment for segment in segments if segment is not None)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def covers(self, key: str) -> bool:
+        return any(in_prefix(key, prefix) for prefix in self.prefixes)
+
+    def _check_covered(self, key: str) -> None:
+        if not self.covers(key):
+            raise InvalidRequest(f"{key} is outside this cache's prefixes {self.prefixes}")
+
+    def _keys_under(self, prefix: str) -> builtins.list[str]:
+        keys: builtins.list[str] = []
+        if prefix != ROOT and prefix in self._entries:
+            keys.append(prefix)
+        keys.extend(
+            self._keys.irange(children_prefix(prefix), prefix_end(prefix), inclusive=(True, False))
+        )
+        return keys
+
+    # -- listeners ---------------------------------------------------------------------
+
+    def subscribe(self, prefix: str, *, buffer: int | None = None) -> Subscription:
+        """The batches applied under `prefix` from now on, as an async iterator that holds
+        at most `buffer` batches (default: the cache's `subscriber_buffer`)."""
+        self._check_covered(check_prefix(prefix))
+        size = self._buffer if buffer is None else buffer
+        subscription = Subscription(prefix, size, self._subscriptions.discard)
+        self._subscriptions.add(subscription)
+        return subscription
+
+    def listen(self, prefix: str, listener: Listener, *, buffer: int | None = None) -> ListenerTask:
+        """Call `listener` (sync or async) with each batch applied under `prefix`, in a task
+        of its own; `.cancel()` the result to stop."""
+        task = ListenerTask(self.subscribe(prefix, buffer=buffer), listener)
+        self._listeners.add(task)
+        return task
+
+    # -- loading -----------------------------------------------------------------------
+
+    async def _load_into_empty(self) -> int:
+        revision, entries = await self._read_all()
+        for entry in entries:
+            self._put(entry)
+        self._applied = revision
+        return revision
+
+    async def _read_all(self) -> tuple[int, builtins.list[Entry]]:
+        """Every entry under the prefixes, read at one revision."""
+        revision: int | None = None
+        entries: builtins.list[Entry] = []
+        for prefix in self.prefixes:
+            after: str | None = None
+            while True:
+                page = await self._store.list(
+                    prefix, revision=revision, limit=PAGE, start_after=after
+                )
+                revision = page.revision
+                entries.extend(page)
+                if not page.more:
+                    break
+                after = page[-1].key
+        assert revision is not None
+        return revision, entries
+
+    # -- following ---------------------------------------------------------------------
+
+    async def _follow(self) -> None:
+        delay = _Backoff()
+        while self._state is not CacheState.CLOSED:
+            try:
+                await self._watch_from(self._applied + 1, delay)
+            except Compacted as compacted:
+                log.warning("cache %s: %s; resyncing", self._ancestor, compacted)
+                await self._resync_until_done(delay)
+            except MetadataError as error:  # Unavailable, or a refusal that may pass
+                self._state = CacheState.DISCONNECTED
+                log.warning("cache %s: watch broken (%s); resuming", self._ancestor, error)
+                await delay.wait()
+
+    async def _watch_from(self, start: int, delay: _Backoff) -> None:
+        async with self._store.watch(self._ancestor, start_revision=start) as watch:
+            progress = asyncio.get_running_loop().create_task(
+                self._ask_progress(watch.request_progress)
+            )
+            # The first progress notification says the stream works, even if nothing changes.
+            self._progress_wanted.set()
+            try:
+                async for batch in watch:
+                    if self._state is CacheState.DISCONNECTED:
+                        log.info("cache %s: watch resumed", self._ancestor)
+                    self._state = CacheState.SYNCED
+                    delay.reset()
+                    await self._apply(batch)
+            finally:
+                progress.cancel()
+        raise Unavailable("the watch ended")
+
+    async def _ask_progress(self, request: Callable[[], None]) -> None:
+        while True:
+            await self._progress_wanted.wait()
+            self._progress_wanted.clear()
+            request()
+
+    async def _apply(self, batch: WatchBatch) -> None:
+        if batch.revision <= self._applied:
+            return  # a replay after a resume: already applied
+        mine = tuple(event for event in batch.events if self.covers(event.key))
+        for event in mine:
+            self._apply_event(event)
+        await self._advance(batch.revision, WatchBatch(batch.revision, mine) if mine else None)
+
+    def _apply_event(self, event: WatchEvent) -> None:
+        current = self._entries.get(event.key)
+        if current is not None and current.mod_revision >= event.revision:
+            return
+        if event.type is EventType.PUT:
+            self._put(event.entry)
+        elif current is not None:
+            self._remove(event.key)
+
+    async def _advance(self, revision: int, batch: WatchBatch | None) -> None:
+        self._applied = revision
+        if batch is not None:
+            for subscription in list(self._subscriptions):
+                subscription.offer(batch)
+        async with self._advanced:
+            self._advanced.notify_all()
+
+    async def _resync_until_done(self, delay: _Backoff) -> None:
+        self._state = CacheState.RESYNCING
+        while self._state is not CacheState.CLOSED:
+            try:
+                await self._resync()
+                self._state = CacheState.SYNCED
+                return
+            except MetadataError as error:
+                log.warning("cache %s: resync failed (%s); retrying", self._ancestor, error)
+                await delay.wait()
+
+    async def _resync(self) -> None:
+        """Reload at a new revision and apply the differences as one batch of events."""
+        revision, entries = await self._read_all()
+        fresh = {entry.key: entry for entry in entries}
+        events = [
+            WatchEvent(EventType.DELETE, Entry(key, b"", 0, 0, revision, 0))
+            for key in self._entries
+            if key not in fresh
+        ]
+        events.extend(
+            WatchEvent(EventType.PUT, entry)
+            for key, entry in fresh.items()
+            if self._entries.get(key) != entry
+        )
+        for event in events:
+            if event.type is EventType.PUT:
+                self._put(event.entry)
+            else:
+                self._remove(event.key)
+        events.sort(key=lambda event: event.key)
+        await self._advance(revision, WatchBatch(revision, tuple(events)) if events else None)
+        log.info("cache %s: resynced at %d (%d changes)", self._ancestor, revision, len(events))
+
+    def _put(self, entry: Entry) -> None:
+        if entry.key not in self._entries:
+            self._keys.add(entry.key)
+        self._entries[entry.key] = entry
+        self._decoded.pop(entry.key, None)
+
+    def _remove(self, key: str) -> None:
+        del self._entries[key]
+        self._keys.remove(key)
+        self._decoded.pop(key, None)
+
+
+class _Backoff:
+    """Exponential backoff with jitter, from 50 ms to 2 s."""
+
+    def __init__(self) -> None:
+        self._next = 0.05
+
+    def reset(self) -> None:
+        self._next = 0.05
+
+    async def wait(self) -> None:
+        await asyncio.sleep(self._next * random.uniform(0.5, 1.0))
+        self._next = min(self._next * 2, 2.0)
+
+
+def _covering(prefixes: Iterable[str]) -> tuple[str, ...]:
+    """The prefixes without those another one already covers, sorted."""
+    ordered = sorted(set(prefixes))
+    kept: list[str] = []
+    for prefix in ordered:
+        if not any(in_prefix(prefix, other) for other in kept):
+            kept.append(prefix)
+    if not kept:
+        raise InvalidRequest("a cache needs at least one prefix")
+    return tuple(kept)
+
+
+def _common_ancestor(prefixes: Sequence[str]) -> str:
+    """The longest prefix that covers every one of `prefixes`."""
+    split = [prefix.strip("/").split("/") if prefix != ROOT else [] for prefix in prefixes]
+    common: list[str] = []
+    for parts in zip(*split, strict=False):
+        if len(set(parts)) != 1:
+            break
+        common.append(parts[0])
+    return "/" + "/".join(common) if common else ROOT

@@ -1,0 +1,208 @@
+"""The LocalCache on every backend: a gap-free start, convergence through broken watches and
+a real compaction, read-your-writes, listeners that cannot stall it, typed reads decoded
+once."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+
+import pytest
+
+from metaplane.cache import CacheLagged, CacheState, LocalCache
+from metaplane.store import (
+    Delete,
+    Entry,
+    EventType,
+    InvalidRequest,
+    MetadataStore,
+    Put,
+    WatchBatch,
+)
+from metaplane.testing import FaultyStore
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll a condition that no event announces, with a deadline."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+
+async def store_view(store: MetadataStore, prefixes: tuple[str, ...]) -> dict[str, Entry]:
+    view: dict[str, Entry] = {}
+    for prefix in prefixes:
+        view.update({entry.key: entry for entry in await store.list(prefix)})
+    return view
+
+
+def cache_view(cache: LocalCache) -> dict[str, Entry]:
+    view: dict[str, Entry] = {}
+    for prefix in cache.prefixes:
+        view.update({entry.key: entry for entry in cache.list(prefix)})
+    return view
+
+
+async def random_writes(store: MetadataStore, count: int, seed: int) -> int:
+    """Puts, deletes and transactions on a few keys; returns the last revision."""
+    rng = random.Random(seed)
+    keys = [f"/c/{group}/{i}" for group in ("a", "b", "x") for i in range(6)]
+    revision = await store.revision()
+    for _ in range(count):
+        roll = rng.random()
+        key = rng.choice(keys)
+        if roll < 0.55:
+            revision = await store.put(key, str(rng.random()).encode())
+        elif roll < 0.8:
+            revision = await store.delete(key)
+        else:
+            other = rng.choice([k for k in keys if k != key])
+            ops = [Put(key, b"txn"), Delete(other)]
+            revision = (await store.txn([], ops, [])).revision
+    return revision
+
+
+PREFIXES = ("/c/a", "/c/b")
+
+
+async def test_start_reads_and_serves(store: MetadataStore) -> None:
+    await store.put("/c/a/1", b"one")
+    await store.put("/c/a/1/sub", b"sub")
+    await store.put("/c/a-sibling", b"not mine")
+    await store.put("/c/b/2", b"two")
+    async with LocalCache(store, PREFIXES) as cache:
+        assert cache.state is CacheState.SYNCED
+        entry = cache.get("/c/a/1")
+        assert entry is not None and entry.value == b"one"
+        assert cache.get("/c/a/missing") is None
+        assert [e.key for e in cache.list("/c/a")] == ["/c/a/1", "/c/a/1/sub"]
+        assert cache.children("/c/a") == ["1"]
+        assert len(cache) == 3
+        with pytest.raises(InvalidRequest):
+            cache.get("/c/a-sibling")
+        with pytest.raises(InvalidRequest):
+            cache.list("/c")
+
+
+async def test_gap_free_start(store: MetadataStore) -> None:
+    """A writer keeps writing while the cache starts: nothing between the read and the watch
+    is lost."""
+    await random_writes(store, 30, seed=1)
+    writer = asyncio.create_task(random_writes(store, 300, seed=2))
+    await asyncio.sleep(0)  # let the writer begin
+    async with LocalCache(store, PREFIXES) as cache:
+        last = await writer
+        await cache.wait_for(last, timeout=20)
+        assert cache_view(cache) == await store_view(store, PREFIXES)
+        assert cache.applied_revision >= last
+
+
+async def test_read_your_writes(store: MetadataStore) -> None:
+    async with LocalCache(store, PREFIXES) as cache:
+        revision = await store.put("/c/a/k", b"v")
+        await cache.wait_for(revision, timeout=10)
+        entry = cache.get("/c/a/k")
+        assert entry is not None and entry.mod_revision == revision
+        # A write outside the cache's prefixes: wait_for still returns (a progress request).
+        elsewhere = await store.put("/zzz/outside", b"v")
+        await cache.wait_for(elsewhere, timeout=10)
+        assert cache.applied_revision >= elsewhere
+
+
+async def test_recreated_key_applied_by_revision(store: MetadataStore) -> None:
+    async with LocalCache(store, PREFIXES) as cache:
+        await store.put("/c/a/k", b"1")
+        await store.put("/c/a/k", b"2")
+        await store.delete("/c/a/k")
+        revision = await store.put("/c/a/k", b"3")
+        await cache.wait_for(revision, timeout=10)
+        entry = cache.get("/c/a/k")
+        assert entry is not None
+        assert (entry.value, entry.version, entry.mod_revision) == (b"3", 1, revision)
+
+
+async def test_converges_through_broken_watches_and_compaction(store: MetadataStore) -> None:
+    faulty = FaultyStore(store)
+    faulty.break_watches_after(3, 0, 5, 1, 7)
+    async with LocalCache(faulty, PREFIXES) as cache:
+        await random_writes(store, 60, seed=3)
+        # Hold the watch off, write on, and compact the history the cache would need.
+        fault = faulty.fail("watch", times=None)
+        await until(lambda: cache.state is CacheState.DISCONNECTED)
+        behind = cache.applied_revision
+        latest = await random_writes(store, 60, seed=4)
+        await store.compact(latest)
+        assert behind < latest
+        faulty.faults.remove(fault)
+        last = await random_writes(store, 60, seed=5)
+        await cache.wait_for(last, timeout=30)
+        assert cache_view(cache) == await store_view(store, PREFIXES)
+        assert cache.state is CacheState.SYNCED
+
+
+async def test_resync_tells_subscribers_the_differences(store: MetadataStore) -> None:
+    await store.put("/c/a/stays", b"1")
+    await store.put("/c/a/goes", b"1")
+    faulty = FaultyStore(store)
+    async with LocalCache(faulty, PREFIXES) as cache:
+        subscription = cache.subscribe("/c/a")
+        fault = faulty.fail("watch", times=None)
+        await store.put("/c/x/nudge", b"")  # something for the broken watch to notice
+        await until(lambda: cache.state is CacheState.DISCONNECTED)
+        await store.delete("/c/a/goes")
+        await store.put("/c/a/new", b"1")
+        latest = await store.put("/c/a/stays", b"2")
+        await store.compact(latest)
+        faulty.faults.remove(fault)
+        await cache.wait_for(latest, timeout=30)
+        batch = await asyncio.wait_for(anext(subscription), timeout=10)
+    assert sorted((e.type.value, e.key) for e in batch.events) == [
+        (EventType.DELETE.value, "/c/a/goes"),
+        (EventType.PUT.value, "/c/a/new"),
+        (EventType.PUT.value, "/c/a/stays"),
+    ]
+
+
+async def test_subscribers_get_whole_transactions_in_order(store: MetadataStore) -> None:
+    async with LocalCache(store, PREFIXES) as cache:
+        subscription = cache.subscribe("/c/a")
+        first = await store.put("/c/a/1", b"")
+        both = await store.txn([], [Put("/c/a/2", b""), Put("/c/a/3", b""), Put("/c/b/9", b"")])
+        await store.put("/c/b/only", b"")
+        batches = [await asyncio.wait_for(anext(subscription), timeout=10) for _ in range(2)]
+    assert [b.revision for b in batches] == [first, both.revision]
+    assert [e.key for e in batches[1].events] == ["/c/a/2", "/c/a/3"]
+
+
+async def test_a_slow_subscriber_never_stalls_the_cache(store: MetadataStore) -> None:
+    async with LocalCache(store, PREFIXES) as cache:
+        stalled = cache.subscribe("/c/a", buffer=5)  # never read until the end
+        received: list[WatchBatch] = []
+        cache.listen("/c/a", received.append)
+        for i in range(40):
+            last = await store.put(f"/c/a/{i}", b"")
+        await cache.wait_for(last, timeout=10)
+        assert len(cache.list("/c/a")) == 40
+        with pytest.raises(CacheLagged):
+            await anext(stalled)
+        await until(lambda: len(received) == 40)
+
+
+async def test_typed_reads_decode_once(store: MetadataStore) -> None:
+    calls: list[str] = []
+
+    def decoder(key: str, value: bytes) -> object:
+        calls.append(key)
+        return int(value)
+
+    await store.put("/c/a/n", b"41")
+    async with LocalCache(store, PREFIXES, decoder=decoder) as cache:
+        assert cache.value("/c/a/n") == 41
+        assert cache.value("/c/a/n") == 41
+        assert calls == ["/c/a/n"]
+        revision = await store.put("/c/a/n", b"42")
+        await cache.wait_for(revision, timeout=10)
+        assert cache.value("/c/a/n") == 42
+        assert calls == ["/c/a/n", "/c/a/n"]
+        assert cache.value("/c/a/missing") is None
