@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable
 
 import pytest
 
@@ -21,13 +20,6 @@ from metaplane.store import (
     WatchBatch,
 )
 from metaplane.testing import FaultyStore
-
-
-async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Poll a condition that no event announces, with a deadline."""
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.01)
 
 
 async def store_view(store: MetadataStore, prefixes: tuple[str, ...]) -> dict[str, Entry]:
@@ -129,7 +121,7 @@ async def test_converges_through_broken_watches_and_compaction(store: MetadataSt
         await random_writes(store, 60, seed=3)
         # Hold the watch off, write on, and compact the history the cache would need.
         fault = faulty.fail("watch", times=None)
-        await until(lambda: cache.state is CacheState.DISCONNECTED)
+        await cache.wait_state(CacheState.DISCONNECTED, timeout=10)
         behind = cache.applied_revision
         latest = await random_writes(store, 60, seed=4)
         await store.compact(latest)
@@ -138,7 +130,7 @@ async def test_converges_through_broken_watches_and_compaction(store: MetadataSt
         last = await random_writes(store, 60, seed=5)
         await cache.wait_for(last, timeout=30)
         assert cache_view(cache) == await store_view(store, PREFIXES)
-        assert cache.state is CacheState.SYNCED
+        assert await cache.wait_state(CacheState.SYNCED, timeout=10) is CacheState.SYNCED
 
 
 async def test_resync_tells_subscribers_the_differences(store: MetadataStore) -> None:
@@ -149,7 +141,7 @@ async def test_resync_tells_subscribers_the_differences(store: MetadataStore) ->
         subscription = cache.subscribe("/c/a")
         fault = faulty.fail("watch", times=None)
         await store.put("/c/x/nudge", b"")  # something for the broken watch to notice
-        await until(lambda: cache.state is CacheState.DISCONNECTED)
+        await cache.wait_state(CacheState.DISCONNECTED, timeout=10)
         await store.delete("/c/a/goes")
         await store.put("/c/a/new", b"1")
         latest = await store.put("/c/a/stays", b"2")
@@ -179,14 +171,21 @@ async def test_a_slow_subscriber_never_stalls_the_cache(store: MetadataStore) ->
     async with LocalCache(store, PREFIXES) as cache:
         stalled = cache.subscribe("/c/a", buffer=5)  # never read until the end
         received: list[WatchBatch] = []
-        cache.listen("/c/a", received.append)
+        all_received = asyncio.Event()
+
+        def listener(batch: WatchBatch) -> None:
+            received.append(batch)
+            if len(received) == 40:
+                all_received.set()
+
+        cache.listen("/c/a", listener)
         for i in range(40):
             last = await store.put(f"/c/a/{i}", b"")
         await cache.wait_for(last, timeout=10)
         assert len(cache.list("/c/a")) == 40
         with pytest.raises(CacheLagged):
             await anext(stalled)
-        await until(lambda: len(received) == 40)
+        await asyncio.wait_for(all_received.wait(), timeout=10)
 
 
 async def test_typed_reads_decode_once(store: MetadataStore) -> None:

@@ -100,14 +100,14 @@ class LocalCache:
     async def start(self) -> int:
         """Load every prefix at one revision and start following; return that revision."""
         revision = await self._load_into_empty()
-        self._state = CacheState.SYNCED
+        await self._set_state(CacheState.SYNCED)
         self._watch_task = asyncio.get_running_loop().create_task(
             self._follow(), name=f"cache watch {self._ancestor}"
         )
         return revision
 
     async def aclose(self) -> None:
-        self._state = CacheState.CLOSED
+        await self._set_state(CacheState.CLOSED)
         if self._watch_task is not None:
             self._watch_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -134,6 +134,19 @@ class LocalCache:
     @property
     def state(self) -> CacheState:
         return self._state
+
+    async def wait_state(self, *states: CacheState, timeout: float | None = None) -> CacheState:
+        """Return once the cache is in one of `states` (e.g. SYNCED after a disconnection)."""
+        async with asyncio.timeout(timeout), self._advanced:
+            await self._advanced.wait_for(lambda: self._state in states)
+            return self._state
+
+    async def _set_state(self, state: CacheState) -> None:
+        if state is not self._state:
+            log.info("cache %s: %s", self._ancestor, state.value)
+            self._state = state
+            async with self._advanced:
+                self._advanced.notify_all()
 
     @property
     def applied_revision(self) -> int:
@@ -261,7 +274,7 @@ class LocalCache:
                 log.warning("cache %s: %s; resyncing", self._ancestor, compacted)
                 await self._resync_until_done(delay)
             except MetadataError as error:  # Unavailable, or a refusal that may pass
-                self._state = CacheState.DISCONNECTED
+                await self._set_state(CacheState.DISCONNECTED)
                 log.warning("cache %s: watch broken (%s); resuming", self._ancestor, error)
                 await delay.wait()
 
@@ -274,9 +287,7 @@ class LocalCache:
             self._progress_wanted.set()
             try:
                 async for batch in watch:
-                    if self._state is CacheState.DISCONNECTED:
-                        log.info("cache %s: watch resumed", self._ancestor)
-                    self._state = CacheState.SYNCED
+                    await self._set_state(CacheState.SYNCED)
                     delay.reset()
                     await self._apply(batch)
             finally:
@@ -315,11 +326,11 @@ class LocalCache:
             self._advanced.notify_all()
 
     async def _resync_until_done(self, delay: _Backoff) -> None:
-        self._state = CacheState.RESYNCING
+        await self._set_state(CacheState.RESYNCING)
         while self._state is not CacheState.CLOSED:
             try:
                 await self._resync()
-                self._state = CacheState.SYNCED
+                await self._set_state(CacheState.SYNCED)
                 return
             except MetadataError as error:
                 log.warning("cache %s: resync failed (%s); retrying", self._ancestor, error)
