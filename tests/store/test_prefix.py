@@ -122,3 +122,47 @@ async def test_reading_the_future_is_refused(store: MetadataStore) -> None:
     revision = await store.put("/k", b"1")
     with pytest.raises(InvalidRequest):
         await store.list("/", revision=revision + 100)
+
+
+async def test_floor_lookup(store: MetadataStore) -> None:
+    """The last key before a bound: how a storage object holding an offset is found."""
+    objects = "/s/t/objects"
+    for start in (0, 30, 90):
+        await store.put(f"{objects}/{start:020d}", str(start).encode())
+    await store.put(f"{objects}/cur", b"90")
+    await store.put("/s/t/objects-sibling/99999999999999999999", b"x")
+
+    async def floor(offset: int) -> str | None:
+        listing = await store.list(
+            objects, end_before=f"{objects}/{offset + 1:020d}", reverse=True, limit=1
+        )
+        return listing[0].value.decode() if listing else None
+
+    assert [await floor(offset) for offset in (0, 29, 30, 89, 90, 10**12)] == [
+        "0",
+        "0",
+        "30",
+        "30",
+        "90",
+        "90",
+    ]
+    assert await floor(-1) is None
+
+
+async def test_reverse_paging_and_bounds(store: MetadataStore) -> None:
+    keys = ["/r"] + [f"/r/{i:02d}" for i in range(10)]
+    await fill(store, keys)
+    await store.put("/r-sibling", b"x")
+    seen: list[str] = []
+    before: str | None = None
+    while True:
+        page = await store.list("/r", reverse=True, limit=3, end_before=before)
+        seen.extend(page.keys())
+        if not page.more:
+            break
+        before = page.keys()[-1]
+    assert seen == list(reversed(keys))
+    window = await store.list("/r", start_after="/r/02", end_before="/r/06")
+    assert window.keys() == ["/r/03", "/r/04", "/r/05"]
+    assert (await store.list("/r", end_before="/r/00")).keys() == ["/r"]
+    assert (await store.list("/r", start_after="/r")).keys() == keys[1:]

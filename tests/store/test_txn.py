@@ -16,6 +16,7 @@ from metaplane.store import (
     List,
     MetadataStore,
     Put,
+    Target,
     TxnTooLarge,
 )
 
@@ -141,3 +142,46 @@ async def test_a_key_written_twice_is_refused(store: MetadataStore) -> None:
     with pytest.raises(InvalidTxn):
         await store.txn([], [Put("/a/k", b"1"), DeletePrefix("/a")], [])
     assert await store.get("/k") is None
+
+
+async def test_prefix_compares(store: MetadataStore) -> None:
+    await store.put("/ns/t1-part-0", b"")  # a sibling: not under /ns/t1
+    assert await holds(store, Compare.empty("/ns/t1"))
+    await store.put("/ns/t1/sub", b"")
+    assert not await holds(store, Compare.empty("/ns/t1"))
+    await store.delete("/ns/t1/sub")
+    await store.put("/ns/t1", b"")  # the key itself counts
+    assert not await holds(store, Compare.empty("/ns/t1"))
+    assert not await holds(store, Compare.empty("/"))
+
+
+async def test_a_prefix_compare_guards_a_delete(store: MetadataStore) -> None:
+    """Delete a namespace only while it has no topics, atomically."""
+    await store.put("/namespaces/ns/policy", b"{}")
+    await store.put("/namespaces/ns/topics/ns/t", b"null")
+    refused = await store.txn(
+        [Compare.empty("/namespaces/ns/topics")], [DeletePrefix("/namespaces/ns")], []
+    )
+    assert not refused.succeeded
+    assert await store.get("/namespaces/ns/policy") is not None
+    await store.delete("/namespaces/ns/topics/ns/t")
+    done = await store.txn(
+        [Compare.empty("/namespaces/ns/topics")], [DeletePrefix("/namespaces/ns")], []
+    )
+    assert done.succeeded
+    assert (await store.list("/namespaces")).keys() == []
+
+
+async def test_list_in_a_transaction_takes_bounds(store: MetadataStore) -> None:
+    for i in range(5):
+        await store.put(f"/b/{i}", b"")
+    result = await store.txn([], [List("/b", start_after="/b/0", limit=2, reverse=True)], [])
+    assert result.listing(0).keys() == ["/b/4", "/b/3"]
+    assert result.listing(0).more
+    with pytest.raises(TxnTooLarge):
+        await store.txn([Compare.empty(f"/e/{i}") for i in range(65)], [], [])
+
+
+def test_a_prefix_compare_is_only_empty() -> None:
+    with pytest.raises(InvalidTxn):
+        Compare("/p", Target.VERSION, ">", 0, whole_prefix=True)

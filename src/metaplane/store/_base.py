@@ -27,6 +27,7 @@ from metaplane.store._model import (
     Expectation,
     Get,
     Lease,
+    List,
     Listing,
     Operation,
     Put,
@@ -34,7 +35,6 @@ from metaplane.store._model import (
     TxnResult,
     WatchBatch,
     check_expectation,
-    check_limit,
     lease_id,
 )
 
@@ -96,23 +96,24 @@ class MetadataStore(abc.ABC):
         keys_only: bool = False,
         limit: int | None = None,
         start_after: str | None = None,
+        end_before: str | None = None,
+        reverse: bool = False,
     ) -> Listing:
         """The key `prefix` and every key under it, in key order, read at one revision.
 
         `revision` reads the past (`Compacted` if it is gone); `limit` and `start_after` page
-        through a large prefix (`Listing.more` says whether more follow).
+        through a large prefix (`Listing.more` says whether more follow); `end_before` and
+        `reverse` (descending order) make a floor look-up: the last key before K is
+        `list(prefix, end_before=K, reverse=True, limit=1)`.
         """
-        check_prefix(prefix)
-        check_limit(limit)
-        if start_after is not None:
-            check_key(start_after)
+        op = List(prefix, keys_only, limit, start_after, end_before, reverse)
         if revision is not None and (type(revision) is not int or revision < 1):
             raise InvalidRequest(f"revision must be an int >= 1, not {revision!r}")
-        return await self._list(prefix, revision, keys_only, limit, start_after)
+        return await self._list(op, revision)
 
     async def children(self, path: str) -> builtins.list[str]:
         """The distinct segments right below `path`, sorted."""
-        listing = await self._list(check_prefix(path), None, True, None, None)
+        listing = await self._list(List(path, keys_only=True), None)
         segments = {child_segment(entry.key, path) for entry in listing}
         segments.discard(None)
         return sorted(segment for segment in segments if segment is not None)
@@ -245,14 +246,7 @@ class MetadataStore(abc.ABC):
     async def _get(self, key: str) -> Entry | None: ...
 
     @abc.abstractmethod
-    async def _list(
-        self,
-        prefix: str,
-        revision: int | None,
-        keys_only: bool,
-        limit: int | None,
-        start_after: str | None,
-    ) -> Listing: ...
+    async def _list(self, op: List, revision: int | None) -> Listing: ...
 
     @abc.abstractmethod
     async def _put(self, op: Put) -> int: ...

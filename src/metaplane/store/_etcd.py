@@ -213,6 +213,41 @@ def _ranges(prefix: str) -> list[tuple[bytes, bytes]]:
     return [(_bytes(prefix), b""), (_bytes(children_prefix(prefix)), _bytes(prefix_end(prefix)))]
 
 
+def _range_requests(op: List, revision: int = 0) -> list[Any]:
+    """The etcd range requests of a List, in the order their results are concatenated."""
+    own: list[Any] = []
+    if op.prefix != ROOT and op.within(op.prefix):
+        own = [rpc.RangeRequest(key=_bytes(op.prefix), revision=revision, keys_only=op.keys_only)]
+    low, high = _ranges(op.prefix)[-1]
+    if op.start_after is not None and _bytes(op.start_after) >= low:
+        low = _bytes(op.start_after) + b"\0"
+    if op.end_before is not None and _bytes(op.end_before) < high:
+        high = _bytes(op.end_before)
+    children: list[Any] = []
+    if low < high:
+        children = [
+            rpc.RangeRequest(
+                key=low,
+                range_end=high,
+                revision=revision,
+                keys_only=op.keys_only,
+                limit=0 if op.limit is None else op.limit + 1,
+                sort_order=rpc.RangeRequest.DESCEND if op.reverse else rpc.RangeRequest.NONE,
+                sort_target=rpc.RangeRequest.KEY,
+            )
+        ]
+    return children + own if op.reverse else own + children
+
+
+def _listing(op: List, parts: Sequence[Any], revision: int) -> Listing:
+    """The Listing of a List from the responses of its range requests."""
+    entries = [_entry(kv) for part in parts for kv in part.kvs]
+    more = any(part.more for part in parts)
+    if op.limit is not None and len(entries) > op.limit:
+        entries, more = entries[: op.limit], True
+    return Listing(tuple(entries), revision, more)
+
+
 _OPERAND_FIELDS = {
     Target.VERSION: "version",
     Target.CREATE_REVISION: "create_revision",
@@ -221,13 +256,20 @@ _OPERAND_FIELDS = {
 }
 
 
-def _compare(compare: Compare) -> Any:
-    return rpc.Compare(
-        key=_bytes(compare.key),
-        target=_TARGETS[compare.target],
-        result=_RESULTS[compare.op],
-        **{_OPERAND_FIELDS[compare.target]: compare.operand},
-    )
+def _compares(compare: Compare) -> list[Any]:
+    """etcd compares of one compare: a prefix compare is one per range of the prefix (etcd
+    compares every key of a range, and an empty range as a missing key — our semantics)."""
+    ranges = _ranges(compare.key) if compare.whole_prefix else [(_bytes(compare.key), b"")]
+    return [
+        rpc.Compare(
+            key=start,
+            range_end=end,
+            target=_TARGETS[compare.target],
+            result=_RESULTS[compare.op],
+            **{_OPERAND_FIELDS[compare.target]: compare.operand},
+        )
+        for start, end in ranges
+    ]
 
 
 def _requests(op: Operation) -> list[Any]:
@@ -239,15 +281,7 @@ def _requests(op: Operation) -> list[Any]:
     if isinstance(op, Delete):
         return [rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=_bytes(op.key)))]
     if isinstance(op, List):
-        limit = 0 if op.limit is None else op.limit + 1
-        return [
-            rpc.RequestOp(
-                request_range=rpc.RangeRequest(
-                    key=start, range_end=end, keys_only=op.keys_only, limit=limit
-                )
-            )
-            for start, end in _ranges(op.prefix)
-        ]
+        return [rpc.RequestOp(request_range=request) for request in _range_requests(op)]
     return [
         rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=start, range_end=end))
         for start, end in _ranges(op.prefix)
@@ -269,13 +303,9 @@ def _results(ops: Sequence[Operation], responses: Sequence[Any], revision: int) 
             results.append(responses[position].response_delete_range.deleted)
             position += 1
         elif isinstance(op, List):
-            count = len(_ranges(op.prefix))
+            count = len(_range_requests(op))
             parts = [responses[position + i].response_range for i in range(count)]
-            entries = [_entry(kv) for part in parts for kv in part.kvs]
-            more = any(part.more for part in parts)
-            if op.limit is not None and len(entries) > op.limit:
-                entries, more = entries[: op.limit], True
-            results.append(Listing(tuple(entries), revision, more))
+            results.append(_listing(op, parts, revision))
             position += count
         else:
             count = len(_ranges(op.prefix))
@@ -397,46 +427,16 @@ class EtcdStore(MetadataStore):
         )
         return _entry(response.kvs[0]) if response.kvs else None
 
-    async def _list(
-        self,
-        prefix: str,
-        revision: int | None,
-        keys_only: bool,
-        limit: int | None,
-        start_after: str | None,
-    ) -> Listing:
-        requests = []
-        for start, end in _ranges(prefix):
-            if start_after is not None:
-                if not end:  # the prefix key itself
-                    if start_after >= prefix:
-                        continue
-                elif _bytes(start_after) >= start:
-                    start = _bytes(start_after) + b"\0"
-            requests.append(
-                rpc.RequestOp(
-                    request_range=rpc.RangeRequest(
-                        key=start,
-                        range_end=end,
-                        revision=revision or 0,
-                        keys_only=keys_only,
-                        limit=0 if limit is None else limit + 1,
-                    )
-                )
-            )
+    async def _list(self, op: List, revision: int | None) -> Listing:
+        requests = [rpc.RequestOp(request_range=r) for r in _range_requests(op, revision or 0)]
         try:
             response = await self.call(
                 "kv", "Txn", rpc.TxnRequest(success=requests), idempotent=True
             )
         except Compacted:
             raise Compacted(await self._compact_revision()) from None
-        if revision is None:
-            revision = response.header.revision
-        entries = [_entry(kv) for part in response.responses for kv in part.response_range.kvs]
-        more = any(part.response_range.more for part in response.responses)
-        if limit is not None and len(entries) > limit:
-            entries, more = entries[:limit], True
-        return Listing(tuple(entries), revision, more)
+        parts = [part.response_range for part in response.responses]
+        return _listing(op, parts, revision or response.header.revision)
 
     async def _revision(self) -> int:
         request = rpc.RangeRequest(key=b"/", count_only=True)
@@ -475,7 +475,7 @@ class EtcdStore(MetadataStore):
 
     async def _txn(self, txn: Txn) -> TxnResult:
         request = rpc.TxnRequest(
-            compare=[_compare(compare) for compare in txn.compares],
+            compare=[message for compare in txn.compares for message in _compares(compare)],
             success=[request for op in txn.on_success for request in _requests(op)],
             failure=[request for op in txn.on_failure for request in _requests(op)],
         )

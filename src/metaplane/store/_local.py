@@ -19,6 +19,7 @@ from metaplane.store._base import MetadataStore, Watch
 from metaplane.store._errors import Compacted, InvalidRequest, LeaseNotFound
 from metaplane.store._keys import in_prefix
 from metaplane.store._model import (
+    Compare,
     Delete,
     DeletePrefix,
     Entry,
@@ -44,9 +45,8 @@ class StateView(Protocol):
 
     def get(self, key: str) -> Entry | None: ...
 
-    def range(
-        self, prefix: str, keys_only: bool, limit: int | None, start_after: str | None
-    ) -> tuple[list[Entry], bool]: ...
+    def range(self, op: List) -> tuple[list[Entry], bool]:
+        """The entries `op` selects, in its order, and whether more than its limit matched."""
 
     def lease_exists(self, lease: int) -> bool: ...
 
@@ -59,7 +59,7 @@ def apply_txn(view: StateView, txn: Txn, revision: int) -> tuple[TxnResult, list
     The result's revision is `revision` when something changed, else `revision - 1`.
     Operations run in order, so a Get after a Put in the same branch sees the Put.
     """
-    succeeded = all(compare.holds(view.get(compare.key)) for compare in txn.compares)
+    succeeded = all(_holds(view, compare) for compare in txn.compares)
     ops = txn.on_success if succeeded else txn.on_failure
     for op in ops:
         if isinstance(op, Put) and op.lease and not view.lease_exists(op.lease):
@@ -70,7 +70,7 @@ def apply_txn(view: StateView, txn: Txn, revision: int) -> tuple[TxnResult, list
         if isinstance(op, Get):
             results.append(view.get(op.key))
         elif isinstance(op, List):
-            entries, more = view.range(op.prefix, op.keys_only, op.limit, None)
+            entries, more = view.range(op)
             results.append(Listing(tuple(entries), revision, more))
         elif isinstance(op, Put):
             changes.append(_put(view, op, revision))
@@ -81,13 +81,20 @@ def apply_txn(view: StateView, txn: Txn, revision: int) -> tuple[TxnResult, list
                 changes.append(_delete(view, prev, revision))
             results.append(0 if prev is None else 1)
         elif isinstance(op, DeletePrefix):
-            entries, _ = view.range(op.prefix, False, None, None)
+            entries, _ = view.range(List(op.prefix))
             changes.extend(_delete(view, prev, revision) for prev in entries)
             results.append(len(entries))
     final = revision if changes else revision - 1
     if not changes:
         results = [_at(result, final) for result in results]
     return TxnResult(succeeded, final, tuple(results)), changes
+
+
+def _holds(view: StateView, compare: Compare) -> bool:
+    if not compare.whole_prefix:
+        return compare.holds(view.get(compare.key))
+    entries, _ = view.range(List(compare.key))
+    return compare.holds(None) if not entries else all(compare.holds(e) for e in entries)
 
 
 def _put(view: StateView, op: Put, revision: int) -> Change:
@@ -122,15 +129,20 @@ def rewind(entries: dict[str, Entry], prefix: str, later: Iterable[Change]) -> N
             entries[event.key] = prev
 
 
-def page(
-    entries: Iterable[Entry], keys_only: bool, limit: int | None, start_after: str | None
-) -> tuple[list[Entry], bool]:
-    """Apply keys_only, start_after and limit to entries in key order."""
-    selected = [e for e in entries if start_after is None or e.key > start_after]
-    more = limit is not None and len(selected) > limit
-    if limit is not None:
-        selected = selected[:limit]
-    if keys_only:
+def select(ascending: Iterable[Entry], op: List) -> tuple[list[Entry], bool]:
+    """What `op` selects from the entries of its prefix, given in ascending key order."""
+    selected = [entry for entry in ascending if op.within(entry.key)]
+    if op.reverse:
+        selected.reverse()
+    return trim(selected, op)
+
+
+def trim(selected: list[Entry], op: List) -> tuple[list[Entry], bool]:
+    """Apply `op`'s limit and keys_only to entries already selected and ordered."""
+    more = op.limit is not None and len(selected) > op.limit
+    if op.limit is not None:
+        selected = selected[: op.limit]
+    if op.keys_only:
         selected = [
             Entry(e.key, b"", e.version, e.create_revision, e.mod_revision, e.lease)
             for e in selected

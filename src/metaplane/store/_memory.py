@@ -16,11 +16,12 @@ from sortedcontainers import SortedDict
 
 from metaplane.store._errors import InvalidRequest, LeaseNotFound
 from metaplane.store._keys import ROOT, children_prefix, in_prefix, prefix_end
-from metaplane.store._local import Change, LocalStore, apply_txn, page, rewind
+from metaplane.store._local import Change, LocalStore, apply_txn, rewind, select, trim
 from metaplane.store._model import (
     Entry,
     EventType,
     Lease,
+    List,
     Listing,
     Put,
     Txn,
@@ -63,22 +64,14 @@ class MemoryStore(LocalStore):
         entry: Entry | None = self._data.get(key)
         return entry
 
-    async def _list(
-        self,
-        prefix: str,
-        revision: int | None,
-        keys_only: bool,
-        limit: int | None,
-        start_after: str | None,
-    ) -> Listing:
+    async def _list(self, op: List, revision: int | None) -> Listing:
         if revision is None or revision == self._rev:
-            entries, more = page(_entries(self._data, prefix, start_after), keys_only, limit, None)
+            entries, more = _View(self).range(op)
             return Listing(tuple(entries), self._rev, more)
         self._check_readable(revision)
-        state = {entry.key: entry for entry in _entries(self._data, prefix, None)}
-        rewind(state, prefix, self._changes_after(revision))
-        ordered = (state[key] for key in sorted(state))
-        entries, more = page(ordered, keys_only, limit, start_after)
+        state = {entry.key: entry for entry in _entries(self._data, List(op.prefix))}
+        rewind(state, op.prefix, self._changes_after(revision))
+        entries, more = select((state[key] for key in sorted(state)), op)
         return Listing(tuple(entries), revision, more)
 
     async def _revision(self) -> int:
@@ -199,10 +192,8 @@ class _View:
         entry: Entry | None = self._data.get(key)
         return entry
 
-    def range(
-        self, prefix: str, keys_only: bool, limit: int | None, start_after: str | None
-    ) -> tuple[list[Entry], bool]:
-        return page(_entries(self._data, prefix, start_after), keys_only, limit, None)
+    def range(self, op: List) -> tuple[list[Entry], bool]:
+        return trim(list(_entries(self._data, op)), op)
 
     def lease_exists(self, lease: int) -> bool:
         return lease in self._leases
@@ -218,16 +209,19 @@ class _View:
             self._leases[entry.lease].keys.add(key)
 
 
-def _entries(data: SortedDict[str, Entry], prefix: str, start_after: str | None) -> Iterator[Entry]:
-    """The entries of a prefix in key order, after `start_after`."""
-    if prefix != ROOT and (start_after is None or start_after < prefix):
-        own = data.get(prefix)
-        if own is not None:
-            yield own
-    low = children_prefix(prefix)
-    if start_after is not None and start_after >= low:
-        keys = data.irange(start_after, prefix_end(prefix), inclusive=(False, False))
-    else:
-        keys = data.irange(low, prefix_end(prefix), inclusive=(True, False))
-    for key in keys:
-        yield data[key]
+def _entries(data: SortedDict[str, Entry], op: List) -> Iterator[Entry]:
+    """The entries `op` selects, in its order, before its limit."""
+    own = data.get(op.prefix) if op.prefix != ROOT and op.within(op.prefix) else None
+    low, high = children_prefix(op.prefix), prefix_end(op.prefix)
+    low_inclusive = True
+    if op.start_after is not None and op.start_after >= low:
+        low, low_inclusive = op.start_after, False
+    if op.end_before is not None and op.end_before < high:
+        high = op.end_before
+    if own is not None and not op.reverse:
+        yield own
+    if low < high:
+        for key in data.irange(low, high, inclusive=(low_inclusive, False), reverse=op.reverse):
+            yield data[key]
+    if own is not None and op.reverse:
+        yield own

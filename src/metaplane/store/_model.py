@@ -64,7 +64,8 @@ _COMPARE_OPS = ("==", "!=", "<", ">")
 
 @dataclass(frozen=True, slots=True)
 class Compare:
-    """A condition of a transaction on one key, as etcd evaluates it.
+    """A condition of a transaction on one key, as etcd evaluates it; or, made by
+    `Compare.empty(prefix)`, on a whole prefix.
 
     A missing key has version, create_revision and mod_revision 0; a compare on the value
     of a missing key is always false.
@@ -74,9 +75,15 @@ class Compare:
     target: Target
     op: CompareOp
     operand: int | bytes
+    whole_prefix: bool = False
 
     def __post_init__(self) -> None:
-        check_key(self.key)
+        if self.whole_prefix:
+            check_prefix(self.key)
+            if (self.target, self.op, self.operand) != (Target.CREATE_REVISION, "==", 0):
+                raise InvalidTxn("a prefix compare is Compare.empty(prefix) and nothing else")
+        else:
+            check_key(self.key)
         if self.op not in _COMPARE_OPS:
             raise InvalidTxn(f"compare operator {self.op!r} is not one of {_COMPARE_OPS}")
         if self.target is Target.VALUE:
@@ -108,6 +115,17 @@ class Compare:
     @classmethod
     def absent(cls, key: str) -> Compare:
         return cls(key, Target.CREATE_REVISION, "==", 0)
+
+    @classmethod
+    def empty(cls, prefix: str) -> Compare:
+        """Nothing under `prefix` (nor the key itself). Its negation is the failure branch:
+        "not empty" has no portable form (etcd compares the key and its children apart)."""
+        return cls(prefix, Target.CREATE_REVISION, "==", 0, whole_prefix=True)
+
+    @property
+    def cost(self) -> int:
+        """What the compare counts against MAX_TXN_OPS (a prefix compare is two ranges)."""
+        return 2 if self.whole_prefix and self.key != "/" else 1
 
     def holds(self, entry: Entry | None) -> bool:
         """Evaluate the compare against the key's current entry (None when missing)."""
@@ -148,15 +166,28 @@ class Get:
 
 @dataclass(frozen=True, slots=True)
 class List:
-    """Read a prefix: the key itself and every key under it, in key order."""
+    """Read a prefix: the key itself and every key under it, in key order (descending with
+    `reverse`), only those after `start_after` and before `end_before`, at most `limit`."""
 
     prefix: str
     keys_only: bool = False
     limit: int | None = None
+    start_after: str | None = None
+    end_before: str | None = None
+    reverse: bool = False
 
     def __post_init__(self) -> None:
         check_prefix(self.prefix)
         check_limit(self.limit)
+        for bound in (self.start_after, self.end_before):
+            if bound is not None:
+                check_key(bound)
+
+    def within(self, key: str) -> bool:
+        """True if `key` lies between the bounds (not checking the prefix)."""
+        return (self.start_after is None or key > self.start_after) and (
+            self.end_before is None or key < self.end_before
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,11 +247,12 @@ class Txn:
         for name in ("compares", "on_success", "on_failure"):
             if type(getattr(self, name)) is not tuple:
                 object.__setattr__(self, name, tuple(getattr(self, name)))
-        if len(self.compares) > MAX_TXN_OPS:
-            raise TxnTooLarge(f"{len(self.compares)} compares; at most {MAX_TXN_OPS}")
         for compare in self.compares:
             if not isinstance(compare, Compare):
                 raise InvalidTxn(f"not a Compare: {compare!r}")
+        cost = sum(compare.cost for compare in self.compares)
+        if cost > MAX_TXN_OPS:
+            raise TxnTooLarge(f"{cost} compares (a prefix compare counts as two); at most 128")
         for branch in (self.on_success, self.on_failure):
             _check_branch(branch)
 

@@ -30,11 +30,12 @@ from metaplane.store._errors import (
     Unavailable,
 )
 from metaplane.store._keys import ROOT, children_prefix, prefix_end
-from metaplane.store._local import Change, LocalStore, apply_txn, page, rewind
+from metaplane.store._local import Change, LocalStore, apply_txn, rewind, select, trim
 from metaplane.store._model import (
     Entry,
     EventType,
     Lease,
+    List,
     Listing,
     Put,
     Txn,
@@ -130,10 +131,8 @@ class _View:
         row = self._conn.execute(f"SELECT {_COLUMNS} FROM kv WHERE key = ?", (key,)).fetchone()
         return None if row is None else _entry(row)
 
-    def range(
-        self, prefix: str, keys_only: bool, limit: int | None, start_after: str | None
-    ) -> tuple[list[Entry], bool]:
-        return _range(self._conn, prefix, keys_only, limit, start_after)
+    def range(self, op: List) -> tuple[list[Entry], bool]:
+        return _range(self._conn, op)
 
     def lease_exists(self, lease: int) -> bool:
         row = self._conn.execute(
@@ -158,32 +157,27 @@ class _View:
             )
 
 
-def _range(
-    conn: sqlite3.Connection,
-    prefix: str,
-    keys_only: bool,
-    limit: int | None,
-    start_after: str | None,
-) -> tuple[list[Entry], bool]:
-    columns = _KEY_COLUMNS if keys_only else _COLUMNS
-    entries: list[Entry] = []
-    if prefix != ROOT and (start_after is None or start_after < prefix):
-        row = conn.execute(f"SELECT {columns} FROM kv WHERE key = ?", (prefix,)).fetchone()
-        if row is not None:
-            entries.append(_entry(row))
-    low = children_prefix(prefix)
-    if start_after is not None and start_after >= low:
-        where, low_arg = "key > ?", start_after
-    else:
-        where, low_arg = "key >= ?", low
-    sql = f"SELECT {columns} FROM kv WHERE {where} AND key < ? ORDER BY key"
-    args: tuple[object, ...] = (low_arg, prefix_end(prefix))
-    if limit is not None:
+def _range(conn: sqlite3.Connection, op: List) -> tuple[list[Entry], bool]:
+    """The entries `op` selects, in its order, limited."""
+    columns = _KEY_COLUMNS if op.keys_only else _COLUMNS
+    own: list[Entry] = []
+    if op.prefix != ROOT and op.within(op.prefix):
+        row = conn.execute(f"SELECT {columns} FROM kv WHERE key = ?", (op.prefix,)).fetchone()
+        own = [] if row is None else [_entry(row)]
+    low, high = children_prefix(op.prefix), prefix_end(op.prefix)
+    low_test = "key >= ?"
+    if op.start_after is not None and op.start_after >= low:
+        low, low_test = op.start_after, "key > ?"
+    if op.end_before is not None and op.end_before < high:
+        high = op.end_before
+    order = "DESC" if op.reverse else "ASC"
+    sql = f"SELECT {columns} FROM kv WHERE {low_test} AND key < ? ORDER BY key {order}"
+    args: tuple[object, ...] = (low, high)
+    if op.limit is not None:
         sql += " LIMIT ?"
-        args += (limit + 1 - len(entries),)
-    entries.extend(_entry(row) for row in conn.execute(sql, args))
-    more = limit is not None and len(entries) > limit
-    return (entries[:limit] if limit is not None else entries), more
+        args += (op.limit + 1,)
+    children = [_entry(row) for row in conn.execute(sql, args)]
+    return trim(children + own if op.reverse else own + children, op)
 
 
 def _meta(conn: sqlite3.Connection, name: str) -> int:
@@ -466,29 +460,22 @@ class SqliteStore(LocalStore):
             raise _convert(exc) from exc
         return None if row is None else _entry(row)
 
-    async def _list(
-        self,
-        prefix: str,
-        revision: int | None,
-        keys_only: bool,
-        limit: int | None,
-        start_after: str | None,
-    ) -> Listing:
+    async def _list(self, op: List, revision: int | None) -> Listing:
         def read(conn: sqlite3.Connection) -> Listing:
             current = _meta(conn, "revision")
             if revision is None or revision == current:
-                entries, more = _range(conn, prefix, keys_only, limit, start_after)
+                entries, more = _range(conn, op)
                 return Listing(tuple(entries), current, more)
             _check_readable(conn, revision)
-            state = {e.key: e for e in _range(conn, prefix, False, None, None)[0]}
-            where, args = _prefix_filter(prefix)
+            state = {e.key: e for e in _range(conn, List(op.prefix))[0]}
+            where, args = _prefix_filter(op.prefix)
             later = conn.execute(
                 f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE revision > ? AND {where} "
                 "ORDER BY revision, seq",
                 (revision, *args),
             )
-            rewind(state, prefix, (_change(row) for row in later))
-            entries, more = page((state[k] for k in sorted(state)), keys_only, limit, start_after)
+            rewind(state, op.prefix, (_change(row) for row in later))
+            entries, more = select((state[k] for k in sorted(state)), op)
             return Listing(tuple(entries), revision, more)
 
         return self._read(read)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from metaplane.store import (
     Entry,
     Lease,
+    List,
     Listing,
     MetadataStore,
     Put,
@@ -76,16 +77,9 @@ class FaultyStore(MetadataStore):
         self._check("get", key)
         return await self.inner._get(key)
 
-    async def _list(
-        self,
-        prefix: str,
-        revision: int | None,
-        keys_only: bool,
-        limit: int | None,
-        start_after: str | None,
-    ) -> Listing:
-        self._check("list", prefix)
-        return await self.inner._list(prefix, revision, keys_only, limit, start_after)
+    async def _list(self, op: List, revision: int | None) -> Listing:
+        self._check("list", op.prefix)
+        return await self.inner._list(op, revision)
 
     async def _put(self, op: Put) -> int:
         self._check("put", op.key)
