@@ -101,7 +101,9 @@ BUILDERS: Mapping[KeyKind, tuple[tuple[str, ...], Callable[[Fields], str]]] = {
         (*_TOPIC, "subscription"),
         lambda f: layout.cursor(_topic(f), f["subscription"]),
     ),
+    KeyKind.TOPIC_SCHEMA_SUBJECT: (_TOPIC, lambda f: layout.topic_schema_subject(_topic(f))),
     KeyKind.NEXT_SCHEMA_ID: ((), lambda f: layout.next_schema_id()),
+    KeyKind.DEFAULT_COMPATIBILITY_MODE: ((), lambda f: layout.default_compatibility_mode()),
     KeyKind.SCHEMA_METADATA: (("subject",), lambda f: layout.schema_metadata(f["subject"])),
     KeyKind.SCHEMA_VERSION: (
         ("subject", "version"),
@@ -147,6 +149,7 @@ def keys() -> st.SearchStrategy[tuple[KeyKind, Fields, str]]:
 TRICKY_SEGMENTS = [
     *sorted(set().union(*RESERVED.values())),
     *("cur", "cursor", "objects", "versions", "by_id", "metadata", "policy", "schema"),
+    *("schema_subject", "compatibility_mode", "next_schema_id"),
     *("topics", "producers", "subscriptions", "delivery", "storage", "danube-data"),
     *("0", "00", "007", "-1", "+1", "1e3", "1.0", " 1", "4294967295", "4294967296"),
     *(str(U64_MAX), str(U64_MAX + 1), f"{0:020d}", f"{30:020d}", f"{U64_MAX:020d}"),

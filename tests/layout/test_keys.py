@@ -68,6 +68,14 @@ SEED_001 = [
     ("/topics/default/my_topic", KeyKind.TOPIC_ROOT, {"namespace": "default", "topic": "my_topic"}),
 ]
 
+# Beyond seed 001: Danube's binding of a topic to its schema subject (its source writes it),
+# and ours.
+BEYOND_SEED = [
+    ("/topics/default/reliable_topic/schema_subject", KeyKind.TOPIC_SCHEMA_SUBJECT, R),
+    ("/schemas/_global/compatibility_mode", KeyKind.DEFAULT_COMPATIBILITY_MODE, {}),
+    ("/cluster/leader_epoch", KeyKind.LEADER_EPOCH, {}),
+]
+
 # Seeds 000 and 003 (Danube's older "Resources mapping").
 LEGACY = [
     ("/cluster/cluster-name", KeyKind.LEGACY_CLUSTER_NAME, {}),
@@ -104,7 +112,7 @@ LEGACY = [
 ]
 
 
-@pytest.mark.parametrize(("key", "kind", "fields"), SEED_001 + LEGACY)
+@pytest.mark.parametrize(("key", "kind", "fields"), SEED_001 + BEYOND_SEED + LEGACY)
 def test_seed_keys_parse_and_build_back(key: str, kind: KeyKind, fields: Fields) -> None:
     parsed = parse(key)
     assert parsed.kind is kind
@@ -114,15 +122,26 @@ def test_seed_keys_parse_and_build_back(key: str, kind: KeyKind, fields: Fields)
 
 
 def test_every_kind_is_covered_by_the_seed_examples() -> None:
-    covered = {kind for _, kind, _ in SEED_001 + LEGACY}
-    assert covered | {KeyKind.LEADER_EPOCH} == set(KeyKind)
+    covered = {kind for _, kind, _ in SEED_001 + BEYOND_SEED + LEGACY}
+    assert covered == set(KeyKind)
     assert layout.leader_epoch() == "/cluster/leader_epoch"
+
+
+def test_the_registry_s_own_keys_do_not_clash_with_subjects_or_topic_keys() -> None:
+    # `_global` is no subject, so its compatibility mode is not a subject's metadata …
+    with pytest.raises(layout.ReservedName):
+        layout.schema_metadata("_global")
+    assert parse("/schemas/compatibility_mode/metadata").subject == "compatibility_mode"
+    # … and a binding sits beside the topic's other keys, not under a subscription.
+    binding = layout.topic_schema_subject(RELIABLE)
+    assert binding.startswith(layout.topic_root(RELIABLE) + "/")
+    assert parse(binding).topic_name == RELIABLE
 
 
 def test_legacy_kinds() -> None:
     legacy = {kind for kind in KeyKind if kind.legacy}
     assert {kind for _, kind, _ in LEGACY if kind.legacy} == legacy
-    assert not any(kind.legacy for _, kind, _ in SEED_001)
+    assert not any(kind.legacy for _, kind, _ in SEED_001 + BEYOND_SEED)
 
 
 def test_topic_name_of_a_parsed_key() -> None:

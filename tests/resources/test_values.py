@@ -233,7 +233,12 @@ def test_seed_values_decode_and_encode_back(section: str, kind: KeyKind, text: s
 
 def test_every_kind_of_seed_001_has_an_example() -> None:
     covered = {kind for _, kind, _ in SEED_VALUES}
-    seed_kinds = {kind for kind in KeyKind if not kind.legacy} - {KeyKind.LEADER_EPOCH}
+    beyond_seed = {
+        KeyKind.LEADER_EPOCH,
+        KeyKind.TOPIC_SCHEMA_SUBJECT,
+        KeyKind.DEFAULT_COMPATIBILITY_MODE,
+    }
+    seed_kinds = {kind for kind in KeyKind if not kind.legacy} - beyond_seed
     assert covered == seed_kinds
 
 
@@ -429,6 +434,9 @@ MORE_VALUES: list[tuple[str, KeyKind, Any]] = [
     ("string schema", KeyKind.SCHEMA_VERSION, {**VERSION, "schema_def": "String"}),
     ("number schema", KeyKind.SCHEMA_VERSION, {**VERSION, "schema_def": "Number"}),
     ("transitive mode", KeyKind.SCHEMA_METADATA, METADATA),
+    # Danube's binding of a topic to a subject: a bare JSON string.
+    ("topic schema subject", KeyKind.TOPIC_SCHEMA_SUBJECT, "product-catalog"),
+    ("default compatibility mode", KeyKind.DEFAULT_COMPATIBILITY_MODE, "FullTransitive"),
     ("unicode text", KeyKind.BROKER_STATE, {"mode": "active", "reason": 'démarrage "à chaud"\n'}),
 ]
 
@@ -606,6 +614,8 @@ BAD_VALUES: list[tuple[KeyKind, bytes | Any, str]] = [
     (KeyKind.CURSOR, True, "Expected `int`, got `bool`"),
     (KeyKind.TOPIC_ROOT, 2**32, "<= 4294967295"),
     (KeyKind.TOPIC_DELIVERY, "reliable", "Invalid enum value 'reliable'"),
+    (KeyKind.DEFAULT_COMPATIBILITY_MODE, "backward", "Invalid enum value 'backward'"),
+    (KeyKind.TOPIC_SCHEMA_SUBJECT, 1, "Expected `str`, got `int`"),
     (KeyKind.SUBSCRIPTION, {**SUBSCRIPTION, "subscription_type": 3}, "Invalid enum value 3"),
     (KeyKind.PRODUCER, {**PRODUCER, "producer_id": -5}, "at `$.producer_id`"),
     (KeyKind.UNASSIGNED, {"reason": "unload"}, "missing required field `from_broker`"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from metaplane import __version__
-from metaplane.admin import _tour
+from metaplane.admin import _schemas, _tour
 from metaplane.admin._console import console
 
 app = typer.Typer(
@@ -17,6 +17,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("demo")(_tour.demo)
+app.add_typer(_schemas.app, name="schemas")
 
 
 @app.command()

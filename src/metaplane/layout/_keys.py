@@ -148,6 +148,12 @@ def cursor(topic: TopicName, subscription: str) -> str:
     return render(KeyKind.CURSOR, subscription=subscription, **_topic(topic))
 
 
+def topic_schema_subject(topic: TopicName) -> str:
+    """`/topics/{ns}/{topic}/schema_subject`: the schema subject the topic is bound to
+    (Danube's key, not in seed 001)."""
+    return render(KeyKind.TOPIC_SCHEMA_SUBJECT, **_topic(topic))
+
+
 def topics_prefix(namespace: str | None = None) -> str:
     """`/topics`: every topic's keys; `/topics/{ns}` with a namespace: those of its topics."""
     if namespace is None:
@@ -171,6 +177,11 @@ def subscriptions_prefix(topic: TopicName) -> str:
 def next_schema_id() -> str:
     """`/schemas/_global/next_schema_id`: the next global schema id."""
     return render(KeyKind.NEXT_SCHEMA_ID)
+
+
+def default_compatibility_mode() -> str:
+    """`/schemas/_global/compatibility_mode`: the mode a new subject starts with (ours)."""
+    return render(KeyKind.DEFAULT_COMPATIBILITY_MODE)
 
 
 def schema_metadata(subject: str) -> str:

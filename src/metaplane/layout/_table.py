@@ -26,7 +26,8 @@ FieldValue = str | int
 
 
 class KeyKind(StrEnum):
-    """Every kind of key of the layout: seed 001, our leader epoch, and Danube's legacy keys."""
+    """Every kind of key of the layout: seed 001, Danube's topic-to-subject binding, ours
+    (the leader epoch, the registry's default compatibility mode), and Danube's legacy keys."""
 
     CLUSTER_NAME = "cluster_name"
     BROKER_REGISTRATION = "broker_registration"
@@ -43,7 +44,9 @@ class KeyKind(StrEnum):
     PRODUCER = "producer"
     SUBSCRIPTION = "subscription"
     CURSOR = "cursor"
+    TOPIC_SCHEMA_SUBJECT = "topic_schema_subject"
     NEXT_SCHEMA_ID = "next_schema_id"
+    DEFAULT_COMPATIBILITY_MODE = "default_compatibility_mode"
     SCHEMA_METADATA = "schema_metadata"
     SCHEMA_VERSION = "schema_version"
     SCHEMA_BY_ID = "schema_by_id"
@@ -81,7 +84,9 @@ _PATHS: Mapping[KeyKind, str] = {
     KeyKind.PRODUCER: f"/topics/{_TOPIC}/producers/{{producer_id}}",
     KeyKind.SUBSCRIPTION: _SUBSCRIPTION,
     KeyKind.CURSOR: f"{_SUBSCRIPTION}/cursor",
+    KeyKind.TOPIC_SCHEMA_SUBJECT: f"/topics/{_TOPIC}/schema_subject",
     KeyKind.NEXT_SCHEMA_ID: "/schemas/_global/next_schema_id",
+    KeyKind.DEFAULT_COMPATIBILITY_MODE: "/schemas/_global/compatibility_mode",
     KeyKind.SCHEMA_METADATA: "/schemas/{subject}/metadata",
     KeyKind.SCHEMA_VERSION: "/schemas/{subject}/versions/{version}",
     KeyKind.SCHEMA_BY_ID: "/schemas/_index/by_id/{schema_id}",

@@ -1,0 +1,189 @@
+"""Lost races, made to happen on purpose: another writer commits between the registry's read
+and its transaction. The compares catch it, the registry decides again from what the failure
+branch read, and no update is lost, no id or version given twice."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from metaplane import layout
+from metaplane.layout import TopicName
+from metaplane.schema import IncompatibleSchema, RegistryConflict, SchemaRegistry, parse_schema
+from metaplane.store import MemoryStore, Txn, TxnResult
+from tests.schema.consistency import assert_consistent
+
+pytestmark = pytest.mark.backends("memory", reason="the interfering store wraps the memory one")
+
+Interference = Callable[[], Awaitable[object]]
+
+
+class RacingStore(MemoryStore):
+    """A memory store where `interfere()` runs just before each of the next `times` write
+    transactions, as if another writer had won the race."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.interference: Interference | None = None
+        self.times = 0
+        self._interfering = False
+
+    def before_next_writes(self, interference: Interference, times: int = 1) -> None:
+        self.interference, self.times = interference, times
+
+    async def _txn(self, txn: Txn) -> TxnResult:
+        if txn.writes and self.times and self.interference and not self._interfering:
+            self.times -= 1
+            self._interfering = True  # the other writer's own writes go through untouched
+            try:
+                await self.interference()
+            finally:
+                self._interfering = False
+        return await super()._txn(txn)
+
+
+def avro(*names: str) -> str:
+    fields = [{"name": name, "type": "string", "default": ""} for name in names]
+    return json.dumps({"type": "record", "name": "R", "fields": fields})
+
+
+@pytest.fixture
+def store() -> RacingStore:
+    return RacingStore()
+
+
+@pytest.fixture
+def registry(store: RacingStore) -> SchemaRegistry:
+    return SchemaRegistry(store)
+
+
+async def test_a_version_registered_meanwhile_makes_ours_the_next(
+    store: RacingStore, registry: SchemaRegistry
+) -> None:
+    await registry.register("s", "Avro", avro("a"))
+    other = SchemaRegistry(store)
+    store.before_next_writes(lambda: other.register("s", "Avro", avro("b")))
+    done = await registry.register("s", "Avro", avro("c"))
+    assert (done.version.version, done.created, registry.conflicts) == (3, True, 1)
+    keys = await assert_consistent(store)
+    fingerprints = [version.fingerprint for version in keys.metadata["s"].versions]
+    assert fingerprints == [parse_schema("Avro", avro(*f)).fingerprint for f in ("a", "b", "c")]
+
+
+async def test_the_same_schema_registered_meanwhile_is_returned_and_nothing_written(
+    store: RacingStore, registry: SchemaRegistry
+) -> None:
+    await registry.register("s", "Avro", avro("a"))
+    other = SchemaRegistry(store)
+    store.before_next_writes(lambda: other.register("s", "Avro", avro("b")))
+    done = await registry.register("s", "Avro", avro("b"))
+    assert (done.version.version, done.created, registry.conflicts) == (2, False, 1)
+    assert done.revision == await store.revision()
+
+
+async def test_a_mode_tightened_meanwhile_refuses_the_schema(
+    store: RacingStore, registry: SchemaRegistry
+) -> None:
+    await registry.register("s", "Avro", avro("a"))
+    await registry.set_mode("s", "None")
+    other = SchemaRegistry(store)
+    store.before_next_writes(lambda: other.set_mode("s", "Backward"))
+    retyped = json.dumps({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})
+    with pytest.raises(IncompatibleSchema, match="type-mismatch"):
+        await registry.register("s", "Avro", retyped)
+    assert [v.version for v in await registry.versions("s")] == [1]
+
+
+async def test_subjects_created_meanwhile_take_other_ids(
+    store: RacingStore, registry: SchemaRegistry
+) -> None:
+    other = SchemaRegistry(store)
+    store.before_next_writes(lambda: other.register("b", "Avro", avro("b")))
+    done = await registry.register("a", "Avro", avro("a"))
+    assert (done.schema_id, registry.conflicts) == (2, 1)
+    keys = await assert_consistent(store)
+    assert {subject: m.id for subject, m in keys.metadata.items()} == {"a": 2, "b": 1}
+    assert keys.counter == 3
+
+
+async def test_the_same_subject_created_meanwhile_becomes_a_version_of_it(
+    store: RacingStore, registry: SchemaRegistry
+) -> None:
+    other = SchemaRegistry(store)
+    store.before_next_writes(lambda: other.register("s", "Avro", avro("a")))
+    done = await registry.register("s", "Avro", avro("a", "b"))
+    assert (done.schema_id, done.version.version) == (1, 2)
+    assert (await assert_consistent(store)).counter == 2
+
+
+async def test_a_counter_behind_its_index_gives_no_id_twice(
+    store: RacingStore, registry: SchemaRegistry
+) -> None:
+    await registry.register("a", "Avro", avro("a"))
+    await store.put(layout.next_schema_id(), b"1")  # as a restore from an old backup might
+    done = await registry.register("b", "Avro", avro("b"))
+    assert (done.schema_id, registry.conflicts) == (2, 1)
+    assert (await assert_consistent(store)).counter == 3
+
+
+async def test_a_version_key_left_behind_is_skipped_not_overwritten(
+    store: RacingStore, registry: SchemaRegistry
+) -> None:
+    await registry.register("s", "Avro", avro("a"))
+    stray = layout.schema_version("s", 2)
+    await store.put(stray, b"{}")  # a crashed non-atomic writer's (Danube's) half
+    done = await registry.register("s", "Avro", avro("b"))
+    assert done.version.version == 3
+    entry = await store.get(stray)
+    assert entry is not None and entry.value == b"{}"
+
+
+async def test_writers_that_always_win_end_in_a_conflict_with_nothing_written(
+    store: RacingStore,
+) -> None:
+    registry = SchemaRegistry(store, attempts=3)
+    await registry.register("s", "Avro", avro("a"))
+    other = SchemaRegistry(store)
+    # Each interference changes the mode, so the metadata never stays as read.
+    store.before_next_writes(lambda: other.set_mode("s", ["None", "Full"][store.times % 2]), 9)
+    with pytest.raises(
+        RegistryConflict, match=r"register s: still conflicting .* after 3 attempts"
+    ):
+        await registry.register("s", "Avro", avro("a", "b"))
+    assert [v.version for v in await registry.versions("s")] == [1]
+
+
+async def test_a_rebinding_reads_the_subject_it_leaves_and_survives_a_race(
+    store: RacingStore, registry: SchemaRegistry
+) -> None:
+    topic = TopicName("default", "orders")
+    await store.put(layout.topic_root(topic), b"0")
+    for subject in ("old", "new"):
+        await registry.register(subject, "Avro", avro("a"))
+    await registry.bind_topic(topic, "old")
+    other = SchemaRegistry(store)
+    store.before_next_writes(lambda: other.register("old", "Avro", avro("a", "b")))
+    await registry.bind_topic(topic, "new")
+    keys = await assert_consistent(store)
+    assert keys.bindings == {"/default/orders": "new"}
+    assert [v.version for v in keys.metadata["old"].versions] == [1, 2]
+
+
+async def test_a_topic_deleted_and_created_again_meanwhile_is_bound_afresh(
+    store: RacingStore, registry: SchemaRegistry
+) -> None:
+    topic = TopicName("default", "orders")
+    root = layout.topic_root(topic)
+    await store.put(root, b"0")
+    await registry.register("s", "Avro", avro("a"))
+
+    async def recreate() -> None:
+        await store.delete(root)
+        await store.put(root, b"4")
+
+    store.before_next_writes(recreate)
+    await registry.bind_topic(topic, "s")
+    assert registry.conflicts == 1
+    assert (await assert_consistent(store)).bindings == {"/default/orders": "s"}
