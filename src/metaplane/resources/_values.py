@@ -6,6 +6,7 @@ and many times faster than pydantic or dataclasses+json for the LocalCache's dec
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from enum import Enum, IntEnum, StrEnum
 from functools import cache
@@ -374,6 +375,7 @@ VALUE_TYPES: Mapping[KeyKind, Any] = MappingProxyType(
 
 T = TypeVar("T")
 _ENCODER = msgspec.json.Encoder()
+_LONG_NUMBER = re.compile(rb"\d{20}")
 
 
 def encode(value: object) -> bytes:
@@ -401,7 +403,8 @@ def decode(kind_or_type: object, data: bytes) -> object:
         value = _decoder(value_type).decode(data)
     except msgspec.MsgspecError as error:
         raise MalformedValue(what, str(error)) from None
-    _check_u64(what, value, "$")
+    if _LONG_NUMBER.search(data):  # only a number of 20 digits or more can pass 2^64 - 1
+        _check_u64(what, value, "$")
     return value
 
 
