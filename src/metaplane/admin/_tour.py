@@ -220,7 +220,8 @@ async def watch_a_cursor(store: MetadataStore, seen: int) -> None:
             f"(expecting version {entry.version})"
         )
         await store.put(cursor, encode(14), expect=entry.version)
-        batch = await asyncio.wait_for(anext(watch), timeout=10)
+        async with asyncio.timeout(10):
+            batch = await anext(watch)
     for event in batch.events:
         console.print(
             Panel(

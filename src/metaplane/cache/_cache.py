@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 import enum
 import logging
 import random
@@ -16,6 +15,7 @@ from typing import Self
 
 from sortedcontainers import SortedList
 
+from metaplane._tasks import cancel_and_wait
 from metaplane.cache._listeners import (
     CacheClosed,
     Listener,
@@ -108,10 +108,7 @@ class LocalCache:
 
     async def aclose(self) -> None:
         await self._set_state(CacheState.CLOSED)
-        if self._watch_task is not None:
-            self._watch_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch_task
+        await cancel_and_wait(self._watch_task)
         for listener in list(self._listeners):
             listener.cancel()
         for subscription in list(self._subscriptions):

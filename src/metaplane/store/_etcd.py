@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 from aetcd import rpc
 
+from metaplane._tasks import cancel_and_wait
 from metaplane.store._base import MetadataStore, Watch
 from metaplane.store._errors import (
     Compacted,
@@ -699,11 +700,8 @@ class EtcdWatch(Watch):
 
     async def aclose(self) -> None:
         self._closed = True
-        if self._pump is not None:
-            self._pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pump
-            self._pump = None
+        pump, self._pump = self._pump, None
+        await cancel_and_wait(pump)
         if self._call is not None:
             self._call.cancel()
             self._call = None

@@ -7,13 +7,13 @@ its TTL runs out and notices at once when it cannot.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
+from metaplane._tasks import cancel_and_wait
 from metaplane.store._errors import LeaseNotFound, Unavailable
 
 if TYPE_CHECKING:
@@ -74,10 +74,7 @@ class LeaseKeeper:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -87,9 +84,11 @@ class LeaseKeeper:
         while True:
             sent = loop.time()
             try:
-                granted = await asyncio.wait_for(
-                    self._refresh(self.lease), timeout=max(self._deadline - sent, retry)
-                )
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
+                # cancellation that arrives as the refresh completes, and the loop would
+                # outlive its context.
+                async with asyncio.timeout(max(self._deadline - sent, retry)):
+                    granted = await self._refresh(self.lease)
             except LeaseNotFound:
                 self._set(KeepAliveState.EXPIRED)
                 return

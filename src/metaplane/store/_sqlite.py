@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from metaplane._tasks import cancel_and_wait
 from metaplane.store._errors import (
     Compacted,
     InvalidRequest,
@@ -636,10 +637,7 @@ class SqliteStore(LocalStore):
 
     async def _close(self) -> None:
         for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
         self._tasks = []
         if self._writer.is_alive():
             self._writer.stop()
