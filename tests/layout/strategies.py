@@ -27,12 +27,14 @@ RESERVED: Mapping[str, frozenset[str]] = {
             "leader_epoch",
             "load_balance",
             "cluster-name",
+            "locks",
         }
     ),
     "namespace": frozenset({"state"}),
     "topic": frozenset(),
     "subscription": frozenset(),
     "subject": frozenset({"_global", "_index", ".", ".."}),
+    "lock_name": frozenset(),
 }
 
 Fields = dict[str, Any]
@@ -58,6 +60,7 @@ FIELD_VALUES: Mapping[str, st.SearchStrategy[Any]] = {
     "producer_id": u64s,
     "consumer_id": u64s,
     "schema_id": u64s,
+    "holder": u64s,
     "version": numbers(1, U32_MAX),
     "offset": u64s,
 }
@@ -85,6 +88,10 @@ BUILDERS: Mapping[KeyKind, tuple[tuple[str, ...], Callable[[Fields], str]]] = {
     KeyKind.LOAD_REPORT: (("broker_id",), lambda f: layout.load_report(f["broker_id"])),
     KeyKind.LEADER: ((), lambda f: layout.leader()),
     KeyKind.LEADER_EPOCH: ((), lambda f: layout.leader_epoch()),
+    KeyKind.LOCK: (
+        ("lock_name", "holder"),
+        lambda f: layout.lock(f["lock_name"], f["holder"]),
+    ),
     KeyKind.NAMESPACE_POLICY: (("namespace",), lambda f: layout.namespace_policy(f["namespace"])),
     KeyKind.NAMESPACE_TOPIC: (_TOPIC, lambda f: layout.namespace_topic(_topic(f))),
     KeyKind.TOPIC_ROOT: (_TOPIC, lambda f: layout.topic_root(_topic(f))),

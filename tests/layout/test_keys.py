@@ -74,6 +74,11 @@ BEYOND_SEED = [
     ("/topics/default/reliable_topic/schema_subject", KeyKind.TOPIC_SCHEMA_SUBJECT, R),
     ("/schemas/_global/compatibility_mode", KeyKind.DEFAULT_COMPATIBILITY_MODE, {}),
     ("/cluster/leader_epoch", KeyKind.LEADER_EPOCH, {}),
+    (
+        "/cluster/locks/rebalance/13940288943180594845",
+        KeyKind.LOCK,
+        {"lock_name": "rebalance", "holder": 13940288943180594845},
+    ),
 ]
 
 # Seeds 000 and 003 (Danube's older "Resources mapping").

@@ -55,7 +55,8 @@ def test_one_pattern_per_kind() -> None:
 
 def test_group_names_are_the_parsed_key_fields() -> None:
     fields = {"cluster_name", "broker_id", "namespace", "topic", "subscription", "producer_id"}
-    fields |= {"consumer_id", "subject", "version", "schema_id", "offset"}
+    fields |= {"consumer_id", "subject", "version", "schema_id", "offset", "lock_name"}
+    fields |= {"holder"}
     assert set().union(*(pattern.groups for pattern in PATTERNS.values())) == fields
 
 

@@ -237,6 +237,7 @@ def test_every_kind_of_seed_001_has_an_example() -> None:
         KeyKind.LEADER_EPOCH,
         KeyKind.TOPIC_SCHEMA_SUBJECT,
         KeyKind.DEFAULT_COMPATIBILITY_MODE,
+        KeyKind.LOCK,
     }
     seed_kinds = {kind for kind in KeyKind if not kind.legacy} - beyond_seed
     assert covered == seed_kinds

@@ -17,10 +17,10 @@ class Child:
         self.process = process
 
     @classmethod
-    async def start(cls, *args: str) -> Child:
+    async def start(cls, *args: str, worker: Path = WORKER) -> Child:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
-            str(WORKER),
+            str(worker),
             *args,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,

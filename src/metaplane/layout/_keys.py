@@ -59,6 +59,16 @@ def leader_epoch() -> str:
     return render(KeyKind.LEADER_EPOCH)
 
 
+def lock(name: str, holder: int) -> str:
+    """`/cluster/locks/{name}/{holder}`: a waiter of a fenced lock (the holder: its lease)."""
+    return render(KeyKind.LOCK, lock_name=name, holder=holder)
+
+
+def lock_prefix(name: str) -> str:
+    """`/cluster/locks/{name}`: every waiter of one lock, the owner first by creation."""
+    return render_prefix(KeyKind.LOCK, 1, lock_name=name)
+
+
 def cluster_prefix() -> str:
     """`/cluster`: every cluster-wide key."""
     return render_prefix(KeyKind.LEADER, 1)

@@ -59,6 +59,7 @@ NAMESPACE = NameRule(
 )
 TOPIC = NameRule("topic", "A-Za-z0-9_-")
 SUBSCRIPTION = NameRule("subscription", "A-Za-z0-9_-")
+LOCK = NameRule("lock", "A-Za-z0-9_-")
 SUBJECT = NameRule(
     "subject",
     "A-Za-z0-9._-",
@@ -83,6 +84,7 @@ CLUSTER_NAME = NameRule(
             "leader_epoch": "the leader epoch key",
             "load_balance": "Danube's legacy load-balance decision key",
             "cluster-name": "Danube's legacy cluster-name key",
+            "locks": "the prefix of fenced locks",
         }.items()
     },
 )
@@ -93,6 +95,7 @@ NAME_RULES: Mapping[str, NameRule] = MappingProxyType(
         "topic": TOPIC,
         "subscription": SUBSCRIPTION,
         "subject": SUBJECT,
+        "lock_name": LOCK,
     }
 )
 
@@ -115,6 +118,11 @@ def check_subscription(name: object) -> str:
 def check_subject(name: object) -> str:
     """Return `name` if it is a valid schema subject name."""
     return SUBJECT.check(name)
+
+
+def check_lock_name(name: object) -> str:
+    """Return `name` if it is a valid lock name."""
+    return LOCK.check(name)
 
 
 def check_cluster_name(name: object) -> str:

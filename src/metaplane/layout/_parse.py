@@ -35,6 +35,8 @@ class ParsedKey:
     subject: str | None = None
     version: int | None = None
     schema_id: int | None = None
+    lock_name: str | None = None
+    holder: int | None = None
     offset: int | None = None
 
     @property
@@ -117,5 +119,7 @@ def _parsed(kind: KeyKind, values: Mapping[str, FieldValue]) -> ParsedKey:
         subject=names.get("subject"),
         version=numbers.get("version"),
         schema_id=numbers.get("schema_id"),
+        lock_name=names.get("lock_name"),
+        holder=numbers.get("holder"),
         offset=numbers.get("offset"),
     )

@@ -84,6 +84,7 @@ FIELD_REGEXES: Mapping[str, str] = MappingProxyType(
         "producer_id": decimal_regex(0, U64_MAX),
         "consumer_id": decimal_regex(0, U64_MAX),
         "schema_id": decimal_regex(0, U64_MAX),
+        "holder": decimal_regex(0, U64_MAX),
         "version": decimal_regex(1, U32_MAX),
         "offset": padded_offset_regex(),
     }

@@ -37,6 +37,7 @@ class KeyKind(StrEnum):
     LOAD_REPORT = "load_report"
     LEADER = "leader"
     LEADER_EPOCH = "leader_epoch"
+    LOCK = "lock"
     NAMESPACE_POLICY = "namespace_policy"
     NAMESPACE_TOPIC = "namespace_topic"
     TOPIC_ROOT = "topic_root"
@@ -77,6 +78,7 @@ _PATHS: Mapping[KeyKind, str] = {
     KeyKind.LOAD_REPORT: "/cluster/load/{broker_id}",
     KeyKind.LEADER: "/cluster/leader",
     KeyKind.LEADER_EPOCH: "/cluster/leader_epoch",
+    KeyKind.LOCK: "/cluster/locks/{lock_name}/{holder}",
     KeyKind.NAMESPACE_POLICY: "/namespaces/{namespace}/policy",
     KeyKind.NAMESPACE_TOPIC: f"/namespaces/{{namespace}}/topics/{_TOPIC}",
     KeyKind.TOPIC_ROOT: f"/topics/{_TOPIC}",
@@ -130,6 +132,7 @@ FIELDS: Mapping[str, Field] = MappingProxyType(
         "producer_id": _number_field("producer_id", "producer id"),
         "consumer_id": _number_field("consumer_id", "consumer id"),
         "schema_id": _number_field("schema_id", "schema id"),
+        "holder": _number_field("holder", "lock holder"),
         "version": _number_field("version", "schema version", 1, U32_MAX),
         "offset": Field(
             "offset",

@@ -347,6 +347,7 @@ VALUE_TYPES: Mapping[KeyKind, Any] = MappingProxyType(
         KeyKind.LOAD_REPORT: LoadReport,
         KeyKind.LEADER: U64,
         KeyKind.LEADER_EPOCH: U64,
+        KeyKind.LOCK: U64,
         KeyKind.NAMESPACE_POLICY: NamespacePolicy,
         KeyKind.NAMESPACE_TOPIC: None,
         KeyKind.TOPIC_ROOT: U32,

@@ -1,0 +1,279 @@
+"""`LeaderElection`: one leader per cluster, elected through `/cluster/leader`, with an epoch
+and a fencing token. Leadership alone guarantees nothing: writes must be fenced."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from metaplane import layout
+from metaplane._tasks import cancel_and_wait
+from metaplane.coordination._session import Session, SessionState
+from metaplane.store import (
+    Compacted,
+    Compare,
+    Delete,
+    Entry,
+    EventType,
+    Fenced,
+    Get,
+    MetadataError,
+    Operation,
+    Put,
+    TxnResult,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderToken:
+    """What a leader holds while it leads: its epoch, and the create_revision of the leader
+    key it created — the fence every leader-only write compares."""
+
+    node_id: int
+    epoch: int
+    create_revision: int
+
+
+ElectionListener = Callable[[LeaderToken | None], None]
+
+
+class LeaderElection:
+    """Elects one leader among the nodes that campaign, through `/cluster/leader`.
+
+    A node becomes leader by creating the leader key (absent before) under its session's
+    lease, in the transaction that bumps `/cluster/leader_epoch`. Its token is (epoch,
+    create_revision of the key). Followers watch the key and campaign when it goes.
+
+    Leadership alone guarantees nothing: a leader may be paused, partitioned or deposed
+    between learning that it leads and the moment its write lands. Every leader-only write
+    must go through `txn()`, which compares the leader key's create_revision with this
+    node's token: a deposed leader's write fails with `Fenced` and writes nothing. A leader
+    whose session is suspended stops acting at once (listeners hear `None`), before its
+    lease can expire; if the session recovers with the same lease, it leads again with the
+    same token.
+    """
+
+    def __init__(self, session: Session, node_id: int) -> None:
+        self.session = session
+        self.node_id = node_id
+        self._store = session.store
+        self._key = layout.leader()
+        self._epoch_key = layout.leader_epoch()
+        self._token: LeaderToken | None = None
+        self._listeners: list[ElectionListener] = []
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        session.listen(self._on_session)
+
+    # -- what users see ----------------------------------------------------------------
+
+    @property
+    def token(self) -> LeaderToken | None:
+        """This node's token while it leads and its session is alive, else None."""
+        return self._token
+
+    @property
+    def is_leader(self) -> bool:
+        return self._token is not None
+
+    def listen(self, listener: ElectionListener) -> None:
+        """Called with the token on election and with None on demotion, synchronously."""
+        self._listeners.append(listener)
+
+    async def wait_elected(self, timeout: float | None = None) -> LeaderToken:
+        async with asyncio.timeout(timeout):
+            while self._token is None:
+                await self._changed.wait()
+            return self._token
+
+    async def wait_demoted(self, timeout: float | None = None) -> None:
+        async with asyncio.timeout(timeout):
+            while self._token is not None:
+                await self._changed.wait()
+
+    def fence(self) -> Compare:
+        """The compare that makes a transaction leader-only. Raises Fenced if not leading."""
+        token = self._token
+        if token is None or not self.session.alive:
+            raise Fenced(f"node {self.node_id} is not the leader")
+        return Compare.create_revision(self._key, "==", token.create_revision)
+
+    async def txn(
+        self,
+        compares: Iterable[Compare] = (),
+        on_success: Iterable[Operation] = (),
+        on_failure: Iterable[Operation] = (),
+    ) -> TxnResult:
+        """A leader-only transaction: it runs only while this node's token is current.
+
+        Raises Fenced (and steps down) when another node leads; otherwise returns the
+        result as `store.txn` does, the caller's own compares deciding the branch.
+        """
+        fence = self.fence()
+        assert self._token is not None
+        token = self._token
+        result = await self._store.txn(
+            [fence, *compares], on_success, [Get(self._key), *on_failure]
+        )
+        if result.succeeded:
+            return result
+        leader = result.entry(0)
+        if leader is None or leader.create_revision != token.create_revision:
+            self._demote(token, "fenced: another node leads")
+            raise Fenced(f"node {self.node_id} (epoch {token.epoch}) no longer leads")
+        return TxnResult(False, result.revision, result.results[1:])
+
+    async def leader(self) -> tuple[int, int] | None:
+        """The current leader's node id and epoch, read from the store."""
+        result = await self._store.txn([], [Get(self._key), Get(self._epoch_key)], [])
+        leader, epoch = result.entry(0), result.entry(1)
+        if leader is None:
+            return None
+        return int(leader.value), int(epoch.value) if epoch is not None else 0
+
+    # -- life cycle --------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Campaign now and whenever the leader goes, until stopped."""
+        self._task = asyncio.get_running_loop().create_task(
+            self._campaign(), name=f"election {self.node_id}"
+        )
+
+    async def stop(self, *, resign: bool = True) -> None:
+        """Stop campaigning; a leader resigns (deletes the key) so that another node can
+        lead at once rather than after the lease's TTL."""
+        await cancel_and_wait(self._task)
+        token = self._token
+        if token is not None:
+            self._demote(token, "stopped")
+            if resign:
+                with contextlib.suppress(MetadataError):
+                    await self._resign(token)
+
+    async def _resign(self, token: LeaderToken) -> None:
+        await self._store.txn(
+            [Compare.create_revision(self._key, "==", token.create_revision)],
+            [Delete(self._key)],
+            [],
+        )
+        log.info("node %d resigned leadership (epoch %d)", self.node_id, token.epoch)
+
+    # -- campaigning -------------------------------------------------------------------
+
+    async def _campaign(self) -> None:
+        while True:
+            await self.session.wait_alive()
+            try:
+                token, seen = await self._try_lead()
+                if token is None:
+                    await self._until_vacant(seen)
+                else:
+                    self._elect(token)
+                    await self._while_leading(token, seen)
+            except (Compacted, MetadataError) as error:
+                if isinstance(error, Fenced):
+                    continue
+                log.warning("election of node %d: %s; retrying", self.node_id, error)
+                await asyncio.sleep(0.1)
+
+    async def _try_lead(self) -> tuple[LeaderToken | None, int]:
+        """Create the leader key if it is vacant, or recognise it as ours (same lease)."""
+        lease = self.session.lease
+        epoch_entry = await self._store.get(self._epoch_key)
+        epoch = int(epoch_entry.value) if epoch_entry is not None else 0
+        epoch_unchanged = (
+            Compare.mod_revision(self._epoch_key, "==", epoch_entry.mod_revision)
+            if epoch_entry is not None
+            else Compare.absent(self._epoch_key)
+        )
+        result = await self._store.txn(
+            [Compare.absent(self._key), epoch_unchanged],
+            [
+                Put(self._key, str(self.node_id).encode(), lease=lease.id),
+                Put(self._epoch_key, str(epoch + 1).encode()),
+                Get(self._key),
+            ],
+            [Get(self._key), Get(self._epoch_key)],
+        )
+        if result.succeeded:
+            created = result.entry(2)
+            assert created is not None
+            return LeaderToken(self.node_id, epoch + 1, created.create_revision), result.revision
+        leader, current_epoch = result.entry(0), result.entry(1)
+        if leader is not None and self._is_mine(leader):
+            held = int(current_epoch.value) if current_epoch is not None else epoch
+            return LeaderToken(self.node_id, held, leader.create_revision), result.revision
+        return None, result.revision
+
+    def _is_mine(self, leader: Entry) -> bool:
+        return leader.lease == self.session.lease.id and leader.value == str(self.node_id).encode()
+
+    async def _until_vacant(self, seen: int) -> None:
+        """A follower: watch the leader key from `seen` + 1 until it is deleted."""
+        async with self._store.watch(self._key, start_revision=seen + 1) as watch:
+            async for batch in watch:
+                if any(event.type is EventType.DELETE for event in batch.events):
+                    return
+
+    async def _while_leading(self, token: LeaderToken, seen: int) -> None:
+        """The leader: wait until its key is deleted or replaced, or it is demoted (its
+        session suspended or lost), whichever comes first."""
+        loop = asyncio.get_running_loop()
+        key_gone = loop.create_task(self._until_key_changes(token, seen))
+        demoted = loop.create_task(self.wait_demoted())
+        try:
+            done, _ = await asyncio.wait({key_gone, demoted}, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()  # raise what the watch raised
+        finally:
+            for task in (key_gone, demoted):
+                await cancel_and_wait(task)
+
+    async def _until_key_changes(self, token: LeaderToken, seen: int) -> None:
+        async with self._store.watch(self._key, start_revision=seen + 1) as watch:
+            async for batch in watch:
+                for event in batch.events:
+                    if event.type is EventType.DELETE:
+                        self._demote(token, "the leader key was deleted")
+                        return
+                    if event.entry.create_revision != token.create_revision:
+                        self._demote(token, "another node created the leader key")
+                        return
+
+    # -- state changes -----------------------------------------------------------------
+
+    def _on_session(self, state: SessionState) -> None:
+        token = self._token
+        if token is not None and state in (SessionState.SUSPENDED, SessionState.LOST):
+            self._demote(token, f"session {state.value}")
+        if state in (SessionState.CONNECTED, SessionState.REESTABLISHED):
+            self._wake()
+
+    def _elect(self, token: LeaderToken) -> None:
+        log.info("node %d leads (epoch %d)", self.node_id, token.epoch)
+        self._token = token
+        self._tell(token)
+
+    def _demote(self, token: LeaderToken, why: str) -> None:
+        if self._token is not token:
+            return
+        log.warning("node %d stops leading (epoch %d): %s", self.node_id, token.epoch, why)
+        self._token = None
+        self._tell(None)
+
+    def _tell(self, token: LeaderToken | None) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(token)
+            except Exception:
+                log.exception("election listener failed")
+        self._wake()
+
+    def _wake(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()

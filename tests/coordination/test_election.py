@@ -1,0 +1,93 @@
+"""Leader election in one process: hand-over, epochs, fencing, and a suspended leader that
+stops at once."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from metaplane import layout
+from metaplane.coordination import LeaderElection, LeaderToken, Session, SessionState
+from metaplane.store import Compare, Fenced, MetadataStore, Put
+from metaplane.testing import FaultyStore
+
+
+async def test_one_leads_the_other_follows_then_takes_over(store: MetadataStore) -> None:
+    async with Session(store, ttl=5) as one, Session(store, ttl=5) as two:
+        first, second = LeaderElection(one, 1), LeaderElection(two, 2)
+        await first.start()
+        token = await first.wait_elected(timeout=10)
+        await second.start()
+        assert await second.leader() == (1, token.epoch)
+        assert not second.is_leader
+        leader = await store.get(layout.leader())
+        assert leader is not None and leader.value == b"1" and leader.lease == one.lease.id
+        await first.stop()  # resigns
+        taken = await second.wait_elected(timeout=5)
+        assert (taken.node_id, taken.epoch) == (2, token.epoch + 1)
+        await second.stop()
+
+
+async def test_fenced_writes(store: MetadataStore) -> None:
+    async with Session(store, ttl=5) as one, Session(store, ttl=5) as two:
+        first, second = LeaderElection(one, 1), LeaderElection(two, 2)
+        await first.start()
+        token = await first.wait_elected(timeout=10)
+        result = await first.txn([], [Put("/f/by-leader", b"1")])
+        assert result.succeeded
+        failing = await first.txn([Compare.exists("/f/missing")], [Put("/f/never", b"")])
+        assert not failing.succeeded  # the caller's compare failed, not the fence
+        await second.start()
+        with pytest.raises(Fenced):
+            await second.txn([], [Put("/f/by-follower", b"")])
+        # A deposed leader (its key deleted behind its back) is fenced and steps down.
+        await store.delete(layout.leader())
+        await second.wait_elected(timeout=10)
+        first._token = token  # as if it had not noticed yet
+        with pytest.raises(Fenced):
+            await first.txn([], [Put("/f/stale", b"")])
+        assert first.token is None
+        assert await store.get("/f/stale") is None
+        assert await store.get("/f/by-follower") is None
+        await first.stop()
+        await second.stop()
+
+
+async def test_a_suspended_leader_stops_at_once(store: MetadataStore) -> None:
+    faulty = FaultyStore(store)
+    tokens: list[LeaderToken | None] = []
+    async with Session(faulty, ttl=4) as session:
+        election = LeaderElection(session, 7)
+        election.listen(tokens.append)
+        await election.start()
+        token = await election.wait_elected(timeout=10)
+        fault = faulty.fail("refresh", times=None)
+        await session.wait_state(SessionState.SUSPENDED, timeout=10)
+        assert election.token is None  # before the lease can expire
+        with pytest.raises(Fenced):
+            election.fence()
+        faulty.faults.remove(fault)
+        again = await election.wait_elected(timeout=10)
+        assert again == token  # the same lease: it leads again with the same token
+        await election.stop()
+    assert tokens == [token, None, token, None]
+
+
+async def test_many_campaign_one_leads(store: MetadataStore) -> None:
+    sessions = [await Session(store, ttl=5).start() for _ in range(5)]
+    elections = [LeaderElection(session, node) for node, session in enumerate(sessions, 1)]
+    for election in elections:
+        await election.start()
+    await asyncio.wait_for(
+        asyncio.wait(
+            [asyncio.create_task(e.wait_elected()) for e in elections],
+            return_when=asyncio.FIRST_COMPLETED,
+        ),
+        timeout=10,
+    )
+    assert sum(election.is_leader for election in elections) == 1
+    for election in elections:
+        await election.stop()
+    for session in sessions:
+        await session.close()
