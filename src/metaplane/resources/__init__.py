@@ -1,10 +1,54 @@
-"""Typed values of every key of the layout (and, later, the managers that read and write them).
+"""Typed values of every key of the layout, and the managers that read and write them with
+Hedwig's versioned compare-and-set: every write expects a version, returns its revision and
+fails with a typed error, writing nothing.
 
-state = decode(KeyKind.BROKER_STATE, b'{"mode":"active","reason":"boot"}')
-encode(state) == b'{"mode":"active","reason":"boot"}'
+    state = decode(KeyKind.BROKER_STATE, b'{"mode":"active","reason":"boot"}')
+    encode(state) == b'{"mode":"active","reason":"boot"}'
+
+    async with LocalCache(store, ["/topics"], decoder=decode_value) as cache:
+        subscriptions = SubscriptionManager(store, cache)
+        cursor = await subscriptions.cursor(topic, "billing")         # from the cache
+        revision = await subscriptions.write_cursor(topic, "billing", 42, cursor.version)
+        await cache.wait_for(revision)                                # read your write
 """
 
-from metaplane.resources._errors import MalformedValue
+from metaplane.resources._change import NULL, Change, Condition, Refusal, Write
+from metaplane.resources._cluster import ClusterManager, Leadership
+from metaplane.resources._errors import (
+    AlreadyUnassigned,
+    BrokerNotActive,
+    BrokerRegistered,
+    ChangedSinceRead,
+    ClusterExists,
+    MalformedValue,
+    NamespaceExists,
+    NamespaceNotEmpty,
+    NoBroker,
+    NoCluster,
+    NoCursor,
+    NoLeader,
+    NoLoadReport,
+    NoNamespace,
+    NoObject,
+    NoProducer,
+    NoSealedState,
+    NoSubscription,
+    NoTopic,
+    NoTopicOwnerInfo,
+    NoUnassignedMarker,
+    ObjectExists,
+    ProducerExists,
+    SealedStateExists,
+    SubscriptionExists,
+    TopicAssigned,
+    TopicExists,
+)
+from metaplane.resources._namespaces import NamespaceManager
+from metaplane.resources._ownership import Marker, OwnershipManager
+from metaplane.resources._reader import Manager, Reader, Versioned, View, decode_value
+from metaplane.resources._storage import StorageManager
+from metaplane.resources._subscriptions import SubscriptionData, SubscriptionManager
+from metaplane.resources._topics import TopicInfo, TopicManager
 from metaplane.resources._values import (
     U32,
     U64,
@@ -43,39 +87,85 @@ from metaplane.resources._values import (
 )
 
 __all__ = [
+    "NULL",
     "U32",
     "U64",
     "VALUE_TYPES",
+    "AlreadyUnassigned",
     "Avro",
     "AvroSchema",
     "BrokerMode",
+    "BrokerNotActive",
+    "BrokerRegistered",
     "BrokerRegistration",
     "BrokerState",
+    "Change",
+    "ChangedSinceRead",
+    "ClusterExists",
+    "ClusterManager",
     "CompatibilityMode",
+    "Condition",
     "CurrentObject",
     "Delivery",
     "JsonSchema",
     "JsonSchemaDefinition",
+    "Leadership",
     "LegacyConsumer",
     "LegacyTopicSchema",
     "LoadReport",
     "MalformedValue",
+    "Manager",
+    "Marker",
+    "NamespaceExists",
+    "NamespaceManager",
+    "NamespaceNotEmpty",
     "NamespacePolicy",
+    "NoBroker",
+    "NoCluster",
+    "NoCursor",
+    "NoLeader",
+    "NoLoadReport",
+    "NoNamespace",
+    "NoObject",
+    "NoProducer",
+    "NoSealedState",
+    "NoSubscription",
+    "NoTopic",
+    "NoTopicOwnerInfo",
+    "NoUnassignedMarker",
     "ObjectDescriptor",
+    "ObjectExists",
+    "OwnershipManager",
     "PrimitiveSchema",
     "ProducerAccessMode",
+    "ProducerExists",
     "ProducerRegistration",
     "Protobuf",
     "ProtobufDefinition",
+    "Reader",
+    "Refusal",
     "ResourceUsage",
     "SchemaDefinition",
     "SchemaIdIndex",
     "SchemaMetadata",
     "SchemaVersion",
     "SealedState",
+    "SealedStateExists",
+    "StorageManager",
+    "SubscriptionData",
+    "SubscriptionExists",
+    "SubscriptionManager",
     "SubscriptionMetadata",
     "SubscriptionType",
+    "TopicAssigned",
+    "TopicExists",
+    "TopicInfo",
+    "TopicManager",
     "UnassignedMarker",
+    "Versioned",
+    "View",
+    "Write",
     "decode",
+    "decode_value",
     "encode",
 ]
