@@ -44,7 +44,7 @@ from metaplane.resources._errors import (
     TopicExists,
 )
 from metaplane.resources._namespaces import NamespaceManager
-from metaplane.resources._ownership import Marker, OwnershipManager
+from metaplane.resources._ownership import Marker, OwnershipManager, assignment_of
 from metaplane.resources._reader import Manager, Reader, Versioned, View, decode_value
 from metaplane.resources._storage import StorageManager
 from metaplane.resources._subscriptions import SubscriptionData, SubscriptionManager
@@ -165,6 +165,7 @@ __all__ = [
     "Versioned",
     "View",
     "Write",
+    "assignment_of",
     "decode",
     "decode_value",
     "encode",

@@ -119,23 +119,33 @@ class OwnershipManager(Manager):
         return await change.apply(self.store)
 
     def unassign_change(
-        self, topic: TopicName, owner: Versioned[int], *, reason: str = "unload"
+        self,
+        topic: TopicName,
+        owner: Versioned[int],
+        *,
+        reason: str = "unload",
+        to_broker: int | None = None,
     ) -> Change:
         """Take `topic` from its `owner` (as read by `owner()`) and leave it waiting with a
-        marker {"reason", "from_broker"}: "unload" for a move, "broker_lost" when the broker
-        vanished."""
+        marker {"reason", "from_broker"[, "to_broker"]}: "unload" for a move, "broker_lost"
+        when the broker vanished; `to_broker` asks for a target."""
         marker = layout.unassigned(topic)
         conditions = (
             unchanged(owner.key, owner.mod_revision, partial(NoTopicOwnerInfo, topic, owner.value)),
             key_absent(marker, partial(AlreadyUnassigned, topic)),
         )
         value = UnassignedMarker(reason=reason, from_broker=owner.value)
+        if to_broker is not None:
+            value = UnassignedMarker(reason=reason, from_broker=owner.value, to_broker=to_broker)
         return Change(conditions, (Delete(owner.key), Put(marker, encode(value))))
 
-    async def unassign(self, topic: TopicName, *, reason: str = "unload") -> int:
+    async def unassign(
+        self, topic: TopicName, *, reason: str = "unload", to_broker: int | None = None
+    ) -> int:
         """Unassign `topic` from its owner; `NoTopicOwnerInfo`, `AlreadyUnassigned`."""
         owner = await self.owner(topic)
-        return await self.unassign_change(topic, owner, reason=reason).apply(self.store)
+        change = self.unassign_change(topic, owner, reason=reason, to_broker=to_broker)
+        return await change.apply(self.store)
 
 
 def owners(entries: Iterable[Entry]) -> dict[TopicName, list[Entry]]:

@@ -61,10 +61,12 @@ class UnassignedMarker(Struct, frozen=True, kw_only=True):
     """The non-null form of `/cluster/unassigned/{ns}/{topic}`, as Danube's unload writes it.
 
     Reasons: "unload" (Danube's, a topic move) and "broker_lost" (ours: its broker vanished).
+    `to_broker` (ours) names the broker a move is meant for; absent, the ranking chooses.
     """
 
     reason: str
     from_broker: U64
+    to_broker: U64 | UnsetType = UNSET
 
 
 class ResourceUsage(Struct, frozen=True, kw_only=True):
