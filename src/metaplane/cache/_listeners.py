@@ -35,6 +35,8 @@ class Subscription:
         self._lagged = False
         self._closed = False
         self._on_close = on_close
+        self.last_offered = 0
+        """The revision of the last batch handed to this subscription."""
 
     def offer(self, batch: WatchBatch) -> None:
         """Called by the cache: keep the part of `batch` under the prefix, never block."""
@@ -45,6 +47,7 @@ class Subscription:
             return
         try:
             self._queue.put_nowait(WatchBatch(batch.revision, events))
+            self.last_offered = batch.revision
         except asyncio.QueueFull:
             self._lagged = True
             log.warning("cache subscriber of %s fell behind; it must re-read", self.prefix)

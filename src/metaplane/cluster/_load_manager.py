@@ -1,0 +1,323 @@
+"""`LoadManager`: runs on every broker, acts only while its node leads. It reassigns a lost
+broker's topics, assigns waiting topics by a ranking, drains and rebalances — every write a
+fenced transaction, so that a deposed leader's decisions never land."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from metaplane import layout
+from metaplane._tasks import cancel_and_wait
+from metaplane.cache import LocalCache, Subscription
+from metaplane.cluster._moves import BROKER_LOST, UNLOAD
+from metaplane.cluster._rankings import BrokerLoad, Ranking, choose_targets
+from metaplane.cluster._rebalance import RebalanceConfig, Rebalancer
+from metaplane.cluster._view import ClusterView, read_view
+from metaplane.coordination import LeaderElection
+from metaplane.layout import TopicName
+from metaplane.resources import (
+    BrokerMode,
+    BrokerState,
+    Change,
+    ClusterManager,
+    Condition,
+    Marker,
+    OwnershipManager,
+    Versioned,
+    Write,
+    decode_value,
+)
+from metaplane.store import MAX_TXN_OPS, Compare, Delete, Fenced, MetadataError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LoadManagerConfig:
+    ranking: Ranking = Ranking.BALANCED
+    rebalance: RebalanceConfig = field(default_factory=RebalanceConfig)
+    rebalance_every: float = 5.0
+    """Seconds between rebalancing cycles (the rebalancer counts cycles)."""
+    idle_every: float = 1.0
+    """A cycle at least this often, even when nothing in /cluster changed."""
+    batch_size: int = 60
+    """Assignments a fenced transaction carries (each: 2 compares and 2 writes)."""
+    seal_timeout: float = 30.0
+    """How long a move waits for its source to seal the topic before assigning anyway."""
+
+
+class LoadManager:
+    """The leader's work on topic placement.
+
+    Each cycle reads the cluster from a LocalCache of `/cluster` (at one revision), then:
+    1. a broker that owns topics but is no longer registered is lost: each of its topics
+       becomes an unassigned marker {"reason": "broker_lost"} and its load report goes;
+    2. waiting topics are assigned by the ranking, in batches of fenced transactions that
+       compare every marker they consume and the target's registration and state — a topic
+       is always either assigned or waiting, never lost; a moved topic is assigned only once
+       its source has sealed it (or is gone, or `seal_timeout` passed);
+    3. every `rebalance_every` seconds, the rebalancer's moves start (a move is an unload
+       with a target), draining brokers are emptied and, once empty, marked drained.
+    """
+
+    def __init__(self, election: LeaderElection, config: LoadManagerConfig | None = None) -> None:
+        self.election = election
+        self.config = config or LoadManagerConfig()
+        self.store = election.session.store
+        self.ownership = OwnershipManager(self.store)
+        self.cluster = ClusterManager(self.store)
+        self.rebalancer = Rebalancer(self.config.rebalance)
+        self.cycles = 0
+        self._cache = LocalCache(self.store, [layout.cluster_prefix()], decoder=decode_value)
+        self._task: asyncio.Task[None] | None = None
+        self._last_rebalance = 0.0
+        self._waiting_since: dict[TopicName, float] = {}
+
+    async def start(self) -> None:
+        await self._cache.start()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="load manager")
+
+    async def stop(self) -> None:
+        await cancel_and_wait(self._task)
+        await self._cache.aclose()
+
+    # -- the loop ----------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        events = self._cache.subscribe(layout.cluster_prefix())
+        while True:
+            token = await self.election.wait_elected()
+            await self._cache.wait_for(token.create_revision)
+            self.rebalancer.reset()  # a new term: what an earlier one planned is not ours
+            self._waiting_since.clear()
+            log.info("load manager leads (epoch %d)", token.epoch)
+            while self.election.is_leader:
+                try:
+                    await self.cycle()
+                except Fenced:
+                    break
+                except MetadataError as error:
+                    log.warning("load manager cycle failed: %s", error)
+                await self._next(events)
+
+    async def _next(self, events: Subscription) -> None:
+        """Until something changes in /cluster, or `idle_every` passes."""
+        try:
+            async with asyncio.timeout(self.config.idle_every):
+                await anext(events)
+        except TimeoutError:
+            pass
+
+    async def cycle(self) -> None:
+        """One round of the leader's work (see the class). Raises Fenced once deposed."""
+        self.cycles += 1
+        view = read_view(self._cache)
+        if await self._reassign_lost(view):
+            view = await self._fresh_view()
+        if await self._assign_waiting(view):
+            view = await self._fresh_view()
+        now = time.monotonic()
+        if now - self._last_rebalance >= self.config.rebalance_every:
+            self._last_rebalance = now
+            await self._rebalance(view, now)
+
+    async def _fresh_view(self) -> ClusterView:
+        await self._cache.wait_for(await self.store.revision())
+        return read_view(self._cache)
+
+    # -- 1. lost brokers ---------------------------------------------------------------
+
+    async def _reassign_lost(self, view: ClusterView) -> bool:
+        """Turn each assignment of a broker that is gone into a waiting marker."""
+        lost = view.lost()
+        changes: list[Change] = []
+        for broker_id in sorted(lost):
+            log.warning("broker %d is lost; its topics are reassigned", broker_id)
+            for topic in sorted(view.assigned_to(broker_id)):
+                owner = next(o for o in view.owners[topic] if o.value == broker_id)
+                if topic in view.waiting:
+                    changes.append(Change((), (Delete(owner.key),)))
+                else:
+                    changes.append(self.ownership.unassign_change(topic, owner, reason=BROKER_LOST))
+            if broker_id in view.reports:
+                changes.append(Change((), (Delete(view.reports[broker_id].key),)))
+        await self._apply_batched(changes)
+        return bool(changes)
+
+    # -- 2. waiting topics -------------------------------------------------------------
+
+    async def _assign_waiting(self, view: ClusterView) -> bool:
+        ready = [
+            topic
+            for topic, marker in view.waiting.items()
+            if await self._ready(view, topic, marker)
+        ]
+        if not ready:
+            return False
+        loads = broker_loads(view)
+        preferred: dict[TopicName, int] = {}
+        avoid: dict[TopicName, int] = {}
+        for topic, marker in view.waiting.items():
+            if marker.value is None:
+                continue
+            if isinstance(marker.value.to_broker, int):
+                preferred[topic] = marker.value.to_broker
+            elif marker.value.reason == UNLOAD:
+                avoid[topic] = marker.value.from_broker  # an unload moves away from its owner
+        targets = choose_targets(
+            ready, loads, self.config.ranking, preferred=preferred, avoid=avoid
+        )
+        by_broker: defaultdict[int, list[TopicName]] = defaultdict(list)
+        for topic, broker_id in targets.items():
+            by_broker[broker_id].append(topic)
+        changes: list[Change] = []
+        for broker_id, topics in sorted(by_broker.items()):
+            state = view.states[broker_id]
+            for topic in sorted(topics):
+                change = self.ownership.assign_change(
+                    topic, broker_id, marker=view.waiting[topic], state=state
+                )
+                changes.append(change)
+        assigned = await self._apply_batched(changes)
+        for topic in ready:
+            self._waiting_since.pop(topic, None)
+        log.info("assigned %d of %d waiting topics", assigned, len(ready))
+        return assigned > 0
+
+    async def _ready(self, view: ClusterView, topic: TopicName, marker: Versioned[Marker]) -> bool:
+        """A waiting topic may be assigned unless it is being moved from a broker that is
+        still here and has not sealed it yet (and `seal_timeout` has not passed)."""
+        value = marker.value
+        if value is None or value.reason != UNLOAD or value.from_broker not in view.registered:
+            return True
+        sealed = await self.store.get(layout.storage_state(topic))
+        if sealed is not None and sealed.mod_revision > marker.mod_revision:
+            return True
+        since = self._waiting_since.setdefault(topic, time.monotonic())
+        if time.monotonic() - since > self.config.seal_timeout:
+            log.warning("%s: its source did not seal it in time; assigning anyway", topic)
+            return True
+        return False
+
+    # -- 3. rebalancing and draining ---------------------------------------------------
+
+    async def _rebalance(self, view: ClusterView, now: float) -> None:
+        plan = self.rebalancer.plan(broker_loads(view), self.config.ranking, now)
+        for move in plan.moves:
+            owners = view.owners.get(move.topic, [])
+            owner = next((o for o in owners if o.value == move.from_broker), None)
+            if owner is None or move.topic in view.waiting:
+                self.rebalancer.cancel(move.topic)
+                continue
+            change = self.ownership.unassign_change(
+                move.topic, owner, reason=UNLOAD, to_broker=move.to_broker
+            )
+            if not await self._fenced(change):
+                self.rebalancer.cancel(move.topic)
+        drained = []
+        for broker_id in plan.drained:
+            state = view.states.get(broker_id)
+            if state is not None and state.value.mode is BrokerMode.DRAINING:
+                value = BrokerState(mode=BrokerMode.DRAINED, reason=state.value.reason)
+                drained.append(self.cluster.set_state_change(broker_id, value, state.version))
+        await self._apply_batched(drained)
+        if plan.moves or drained:
+            log.info(
+                "rebalance: imbalance %.3f -> %.3f, %d moves, drained %s",
+                plan.imbalance,
+                plan.imbalance_after,
+                len(plan.moves),
+                list(plan.drained),
+            )
+
+    # -- fenced writes -----------------------------------------------------------------
+
+    async def _apply_batched(self, changes: Sequence[Change]) -> int:
+        """Apply changes in batched fenced transactions; a refused batch is retried one
+        change at a time, so that one stale change does not hold back the others. Returns
+        how many changes landed. Raises Fenced once this node no longer leads."""
+        applied = 0
+        for batch in _batches(changes, self.config.batch_size):
+            if await self._fenced(combine(batch)):
+                applied += len(batch)
+                continue
+            for change in batch:
+                applied += await self._fenced(change)
+        return applied
+
+    async def _fenced(self, change: Change) -> bool:
+        checks = [condition.check for condition in change.conditions]
+        result = await self.election.txn(change.compares, change.ops, checks)
+        if result.succeeded:
+            return True
+        log.info("change refused: %s", change.refusal(result))
+        return False
+
+
+def broker_loads(view: ClusterView) -> list[BrokerLoad]:
+    """The rankings' input: each registered broker, its mode, the topics the store says it
+    owns, and the CPU and memory of its last load report."""
+    loads = []
+    owned = view.by_broker()
+    for broker_id in sorted(view.registered):
+        mode = view.mode(broker_id)
+        if mode is None:
+            continue
+        report = view.reports.get(broker_id)
+        usage = (
+            {}
+            if report is None
+            else {u.resource: float(u.usage) for u in report.value.resources_usage}
+        )
+        loads.append(
+            BrokerLoad(
+                broker_id=broker_id,
+                mode=mode,
+                topics=frozenset(owned.get(broker_id, ())),
+                cpu=usage.get("CPU"),
+                memory=usage.get("Memory"),
+            )
+        )
+    return loads
+
+
+def combine(changes: Iterable[Change]) -> Change:
+    """One change of several; a compare they share is made once."""
+    seen: set[Compare] = set()
+    conditions: list[Condition] = []
+    ops: list[Write] = []
+    for change in changes:
+        for condition in change.conditions:
+            if condition.compare not in seen:
+                seen.add(condition.compare)
+                conditions.append(condition)
+        ops.extend(change.ops)
+    return Change(tuple(conditions), tuple(ops))
+
+
+def _batches(changes: Sequence[Change], size: int) -> Iterable[list[Change]]:
+    """Consecutive changes, at most `size` at a time and as many as fit in one fenced
+    transaction (the fence adds a compare, and a read to the failure branch)."""
+    batch: list[Change] = []
+    compares: set[object] = set()
+    ops = 0
+    for change in changes:
+        new = {c.compare for c in change.conditions} - compares
+        if batch and (
+            len(batch) == size
+            or len(compares) + len(new) + 1 > MAX_TXN_OPS
+            or ops + len(change.ops) > MAX_TXN_OPS
+        ):
+            yield batch
+            batch, compares, ops = [], set(), 0
+            new = {c.compare for c in change.conditions}
+        batch.append(change)
+        compares |= new
+        ops += len(change.ops)
+    if batch:
+        yield batch

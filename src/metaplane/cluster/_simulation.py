@@ -1,0 +1,144 @@
+"""Simulated traffic for a standalone cluster: topics whose offsets advance as if producers
+published, storage objects uploaded as a broker's tiered storage would, and consumers that
+acknowledge — so that every kind of key of the layout moves as on a real cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from metaplane import layout
+from metaplane._tasks import cancel_and_wait
+from metaplane.layout import TopicName
+from metaplane.resources import (
+    Condition,
+    CurrentObject,
+    ObjectDescriptor,
+    StorageManager,
+    SubscriptionManager,
+    Versioned,
+    decode,
+)
+from metaplane.store import Compare, Fenced, MetadataError, MetadataStore
+
+
+class Acknowledger(Protocol):
+    """Where consumers' acknowledgements go: a BrokerNode."""
+
+    def ack(self, topic: TopicName, subscription: str, offset: int) -> None: ...
+
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Log:
+    """One topic's log as the simulation keeps it."""
+
+    next_offset: int
+    uploaded_to: int  # the first offset not yet in a storage object
+    subscriptions: list[str] = field(default_factory=list)
+
+
+class SimulatedTopics:
+    """A `TopicHost` whose topics publish `rate` messages a second each, upload a storage
+    object every `object_size` messages (fenced on the broker still owning the topic) and
+    whose subscriptions acknowledge `ack_lag` messages behind the head."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        broker_id: int,
+        *,
+        rate: float = 20.0,
+        object_size: int = 50,
+        ack_lag: int = 5,
+        tick: float = 0.25,
+    ) -> None:
+        self.store = store
+        self.broker_id = broker_id
+        self.rate = rate
+        self.object_size = object_size
+        self.ack_lag = ack_lag
+        self.tick = tick
+        self.logs: dict[TopicName, _Log] = {}
+        self._storage = StorageManager(store)
+        self._subscriptions = SubscriptionManager(store)
+        self._task: asyncio.Task[None] | None = None
+        self.acknowledger: Acknowledger | None = None  # the BrokerNode, once wired
+
+    async def load(self, topic: TopicName, start_offset: int) -> None:
+        subscriptions = sorted(await self._subscriptions.read_subscriptions(topic))
+        self.logs[topic] = _Log(start_offset, start_offset, subscriptions)
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._publish(), name="traffic")
+
+    async def unload(self, topic: TopicName, fence: Compare) -> int:
+        log_ = self.logs.pop(topic, None)
+        if log_ is None:
+            return -1
+        await self._upload(topic, log_, fence)  # what is not in storage yet goes there first
+        return log_.next_offset - 1
+
+    async def stop(self) -> None:
+        await cancel_and_wait(self._task)
+
+    async def _publish(self) -> None:
+        started = time.monotonic()
+        published = 0.0
+        while True:
+            await asyncio.sleep(self.tick)
+            due = (time.monotonic() - started) * self.rate - published
+            count = int(due)
+            published += count
+            for topic, log_ in list(self.logs.items()):
+                log_.next_offset += count
+                if log_.next_offset - log_.uploaded_to >= self.object_size:
+                    owned = Compare.exists(layout.assignment(self.broker_id, topic))
+                    await self._upload(topic, log_, owned)
+                self._acknowledge(topic, log_)
+
+    def _acknowledge(self, topic: TopicName, log_: _Log) -> None:
+        acked = log_.next_offset - 1 - self.ack_lag
+        if acked < 0 or self.acknowledger is None:
+            return
+        for subscription in log_.subscriptions:
+            self.acknowledger.ack(topic, subscription, acked)
+
+    async def _upload(self, topic: TopicName, log_: _Log, fence: Compare) -> None:
+        """Record the storage object of what was published since the last one, under
+        `fence` (owning the topic, or handing it over)."""
+        start, end = log_.uploaded_to, log_.next_offset - 1
+        if end < start:
+            return
+        descriptor = ObjectDescriptor(
+            completed=True,
+            created_at=int(time.time()),
+            end_offset=end,
+            etag=None,
+            object_id=f"data-{start}-{end}.dnb1",
+            offset_index=[(start, 0)],
+            size=(end - start + 1) * 240,
+            start_offset=start,
+        )
+        owned = Condition(
+            fence, lambda _: Fenced(f"broker {self.broker_id} no longer owns {topic}")
+        )
+        try:
+            current = await self._current(topic)
+            change = self._storage.add_object_change(topic, descriptor, current).guarded(owned)
+            await change.apply(self.store)
+        except MetadataError as error:
+            log.warning("object %s of %s not recorded: %s", descriptor.object_id, topic, error)
+            return
+        log_.uploaded_to = end + 1
+
+    async def _current(self, topic: TopicName) -> Versioned[CurrentObject] | None:
+        entry = await self.store.get(layout.storage_cur(topic))
+        if entry is None:
+            return None
+        value = decode(CurrentObject, entry.value)
+        return Versioned(value, entry.version, entry.mod_revision, entry.create_revision, entry.key)

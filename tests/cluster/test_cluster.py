@@ -1,0 +1,259 @@
+"""The cluster in one process, on every backend: topics assigned by the ranking, a stopped
+broker's topics reassigned, moves that resume after the sealed offset, draining, and cursor
+batching fenced on ownership."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from metaplane import layout
+from metaplane.cluster import (
+    CursorBatcher,
+    LoadManagerConfig,
+    Node,
+    NodeSettings,
+    QuietTopics,
+    Ranking,
+    move_topic,
+    unload_topic,
+)
+from metaplane.layout import TopicName
+from metaplane.resources import (
+    BrokerMode,
+    ClusterManager,
+    NamespaceManager,
+    ObjectDescriptor,
+    OwnershipManager,
+    SealedState,
+    TopicManager,
+    decode,
+)
+from metaplane.store import MetadataStore
+
+FAST = LoadManagerConfig(ranking=Ranking.FAIR, idle_every=0.1, rebalance_every=0.2)
+
+
+async def converged(
+    store: MetadataStore, check: Callable[[], Awaitable[bool]], timeout: float = 20.0
+) -> None:
+    """Wait until `check()` holds, looking again at each change of the store."""
+    start = await store.revision()
+    async with asyncio.timeout(timeout), store.watch("/", start_revision=start) as watch:
+        if await check():
+            return
+        async for _ in watch:
+            if await check():
+                return
+
+
+def quiet(node: Node) -> QuietTopics:
+    assert isinstance(node.host, QuietTopics)
+    return node.host
+
+
+async def owners(store: MetadataStore, brokers: list[int]) -> dict[int, set[TopicName]]:
+    ownership = OwnershipManager(store)
+    return {broker: set(await ownership.assignments(broker)) for broker in brokers}
+
+
+async def create_topics(store: MetadataStore, count: int, namespace: str = "ns") -> list[TopicName]:
+    await NamespaceManager(store).create(namespace)
+    topics = [TopicName(namespace, f"t{i:03d}") for i in range(count)]
+    manager = TopicManager(store)
+    for topic in topics:
+        await manager.create(topic)
+    return topics
+
+
+@pytest.fixture
+async def cluster(store: MetadataStore) -> AsyncIterator[list[Node]]:
+    nodes = [
+        Node(store, NodeSettings(broker_id, broker_id, session_ttl=3, load_manager=FAST))
+        for broker_id in (1, 2, 3)
+    ]
+    for node in nodes:
+        await node.start()
+    yield nodes
+    for node in nodes:
+        if node.broker.session.alive:
+            await node.stop()
+
+
+async def settled(store: MetadataStore, nodes: list[Node]) -> None:
+    """Wait until every running node has acted on every change so far."""
+    revision = await store.revision()
+    for node in nodes:
+        if node.broker.session.alive:
+            await node.broker.caught_up(revision, timeout=10)
+
+
+async def all_assigned(store: MetadataStore, topics: list[TopicName], brokers: list[int]) -> bool:
+    found = await owners(store, brokers)
+    placed = [topic for owned in found.values() for topic in owned]
+    waiting = await OwnershipManager(store).unassigned()
+    return sorted(placed) == sorted(topics) and not waiting
+
+
+async def test_topics_spread_by_the_ranking(store: MetadataStore, cluster: list[Node]) -> None:
+    topics = await create_topics(store, 30)
+    await converged(store, lambda: all_assigned(store, topics, [1, 2, 3]))
+    counts = {broker: len(owned) for broker, owned in (await owners(store, [1, 2, 3])).items()}
+    assert counts == {1: 10, 2: 10, 3: 10}
+    await settled(store, cluster)
+    for node in cluster:
+        broker_id = node.settings.broker_id
+        assert node.broker.owned == (await owners(store, [broker_id]))[broker_id]
+
+
+async def test_a_stopped_broker_hands_its_topics_over(
+    store: MetadataStore, cluster: list[Node]
+) -> None:
+    topics = await create_topics(store, 12)
+    await converged(store, lambda: all_assigned(store, topics, [1, 2, 3]))
+    await settled(store, cluster)
+    leaving = sorted((await owners(store, [1]))[1])
+    published = {topic: 100 + index for index, topic in enumerate(leaving)}
+    quiet(cluster[0]).starts.update(published)  # as if each had published that many
+    await cluster[0].stop()  # sealed with their offsets, then the registration goes
+    await converged(store, lambda: all_assigned(store, topics, [2, 3]))
+    await settled(store, cluster[1:])
+    for topic in leaving:
+        new_owner = next(n for n in cluster[1:] if topic in n.broker.owned)
+        assert quiet(new_owner).starts[topic] == published[topic]  # the next offset, exactly
+        assert await store.get(layout.storage_state(topic)) is None  # the seal was consumed
+
+
+async def test_a_move_resumes_after_the_sealed_offset(
+    store: MetadataStore, cluster: list[Node]
+) -> None:
+    topics = await create_topics(store, 3)
+    await converged(store, lambda: all_assigned(store, topics, [1, 2, 3]))
+    await settled(store, cluster)
+    topic = topics[0]
+    source = next(n for n in cluster if topic in n.broker.owned)
+    quiet(source).starts[topic] = 500  # as if 500 messages had been published
+    target = next(n for n in cluster if n is not source)
+    sealed: list[SealedState] = []
+
+    async def sealed_and_moved() -> bool:
+        entry = await store.get(layout.storage_state(topic))
+        if entry is not None:
+            sealed.append(decode(SealedState, entry.value))
+        return topic in target.broker.owned
+
+    await move_topic(store, topic, to_broker=target.settings.broker_id)
+    await converged(store, sealed_and_moved)
+    assert sealed and sealed[0].last_committed_offset == 499
+    assert sealed[0].broker_id == source.settings.broker_id
+    assert quiet(target).starts[topic] == 500
+    assert topic not in source.broker.owned
+
+
+async def test_unload_goes_elsewhere(store: MetadataStore, cluster: list[Node]) -> None:
+    topics = await create_topics(store, 3)
+    await converged(store, lambda: all_assigned(store, topics, [1, 2, 3]))
+    topic = topics[1]
+    before = (await OwnershipManager(store).owner(topic)).value
+    await unload_topic(store, topic)
+    await converged(store, lambda: all_assigned(store, topics, [1, 2, 3]))
+    assert (await OwnershipManager(store).owner(topic)).value != before
+
+
+async def test_draining_empties_a_broker(store: MetadataStore, cluster: list[Node]) -> None:
+    topics = await create_topics(store, 9)
+    await converged(store, lambda: all_assigned(store, topics, [1, 2, 3]))
+    await cluster[1].broker.drain()
+
+    async def drained() -> bool:
+        state = await ClusterManager(store).state(2)
+        return state.value.mode is BrokerMode.DRAINED
+
+    await converged(store, drained)
+    assert (await owners(store, [2]))[2] == set()
+    assert await all_assigned(store, topics, [1, 3])
+
+
+async def test_a_cursor_is_written_on_the_timer(store: MetadataStore) -> None:
+    topics = await create_topics(store, 1)
+    topic = topics[0]
+    await store.put(layout.assignment(9, topic), b"null")
+    batcher = CursorBatcher(store, 9, every=1000, interval=1.0)
+    await batcher.start()
+    try:
+        start = await store.revision()
+        batcher.ack(topic, "sub", 41)
+        batcher.ack(topic, "sub", 42)  # no more acks after this: the timer must write it
+        async with (
+            asyncio.timeout(5),
+            store.watch(layout.cursor(topic, "sub"), start_revision=start) as watch,
+        ):
+            batch = await anext(watch)
+        assert batch.events[0].entry.value == b"42"
+    finally:
+        await batcher.stop()
+
+
+async def test_a_thousand_acks_write_at_once(store: MetadataStore) -> None:
+    topic = (await create_topics(store, 1))[0]
+    await store.put(layout.assignment(9, topic), b"null")
+    batcher = CursorBatcher(store, 9, every=1000, interval=3600)
+    await batcher.start()
+    try:
+        start = await store.revision()
+        for offset in range(1000):
+            batcher.ack(topic, "sub", offset)
+        async with (
+            asyncio.timeout(5),
+            store.watch(layout.cursor(topic, "sub"), start_revision=start) as watch,
+        ):
+            batch = await anext(watch)
+        assert batch.events[0].entry.value == b"999"
+    finally:
+        await batcher.stop()
+
+
+async def test_a_former_owner_never_writes_a_cursor(store: MetadataStore) -> None:
+    topic = (await create_topics(store, 1))[0]
+    batcher = CursorBatcher(store, 9, every=1, interval=3600)  # broker 9 does not own it
+    batcher.ack(topic, "sub", 7)
+    assert await batcher.flush(topic) is None
+    assert await store.get(layout.cursor(topic, "sub")) is None
+
+
+async def test_storage_objects_stay_contiguous_across_hand_overs(store: MetadataStore) -> None:
+    """With simulated traffic, a topic handed from broker to broker keeps one contiguous run
+    of storage objects: no offset is used twice, none is skipped."""
+    nodes = [
+        Node(store, NodeSettings(b, b, workload=True, session_ttl=3, load_manager=FAST))
+        for b in (1, 2)
+    ]
+    for node in nodes:
+        await node.start()
+    topics = await create_topics(store, 4)
+    await converged(store, lambda: all_assigned(store, topics, [1, 2]))
+
+    async def each_has_objects() -> bool:  # traffic: an object every 50 messages, at 20/s
+        for topic in topics:
+            if not await store.list(layout.storage_objects_prefix(topic), limit=1):
+                return False
+        return True
+
+    await converged(store, each_has_objects)
+    for topic in topics:
+        await move_topic(store, topic)
+    await converged(store, lambda: all_assigned(store, topics, [1, 2]))
+    for node in nodes:
+        await node.stop()
+    for topic in topics:
+        listing = await store.list(
+            layout.storage_objects_prefix(topic), end_before=layout.storage_cur(topic)
+        )
+        spans = [decode(ObjectDescriptor, e.value) for e in listing]
+        assert spans, f"{topic}: no storage object"
+        assert spans[0].start_offset == 0
+        for before, after in itertools.pairwise(spans):
+            assert after.start_offset == before.end_offset + 1, (topic, before, after)
