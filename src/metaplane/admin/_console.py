@@ -45,7 +45,7 @@ OutputFormat = Annotated[
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    errors.print(f"[bold red]error:[/] {message}", highlight=False)
+    errors.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -6,7 +6,17 @@ from __future__ import annotations
 import typer
 
 from metaplane import __version__
-from metaplane.admin import _schemas, _tour
+from metaplane.admin import (
+    _analyze,
+    _brokers,
+    _kafka_import,
+    _kv,
+    _namespaces,
+    _schemas,
+    _snapshot,
+    _topics,
+    _tour,
+)
 from metaplane.admin._console import console
 
 app = typer.Typer(
@@ -17,7 +27,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("demo")(_tour.demo)
+app.add_typer(_snapshot.snapshot_app, name="snapshot")
+app.command("analyze")(_analyze.analyze)
+app.add_typer(_kafka_import.import_app, name="import")
 app.add_typer(_schemas.app, name="schemas")
+app.add_typer(_kv.kv_app, name="kv")
+app.add_typer(_brokers.brokers_app, name="brokers")
+app.add_typer(_namespaces.namespaces_app, name="namespaces")
+app.add_typer(_topics.topics_app, name="topics")
 
 
 @app.command()
