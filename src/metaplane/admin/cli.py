@@ -7,13 +7,10 @@ import typer
 
 from metaplane import __version__
 from metaplane.admin import (
-    _analyze,
     _brokers,
-    _kafka_import,
     _kv,
     _namespaces,
     _schemas,
-    _snapshot,
     _topics,
     _tour,
 )
@@ -27,9 +24,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("demo")(_tour.demo)
-app.add_typer(_snapshot.snapshot_app, name="snapshot")
-app.command("analyze")(_analyze.analyze)
-app.add_typer(_kafka_import.import_app, name="import")
 app.add_typer(_schemas.app, name="schemas")
 app.add_typer(_kv.kv_app, name="kv")
 app.add_typer(_brokers.brokers_app, name="brokers")
