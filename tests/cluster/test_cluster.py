@@ -18,6 +18,8 @@ from metaplane.cluster import (
     NodeSettings,
     QuietTopics,
     Ranking,
+    RebalanceConfig,
+    imbalance,
     move_topic,
     unload_topic,
 )
@@ -257,3 +259,37 @@ async def test_storage_objects_stay_contiguous_across_hand_overs(store: Metadata
         assert spans[0].start_offset == 0
         for before, after in itertools.pairwise(spans):
             assert after.start_offset == before.end_offset + 1, (topic, before, after)
+
+
+async def test_rebalancing_moves_off_an_overloaded_broker_then_stops(
+    store: MetadataStore,
+) -> None:
+    config = LoadManagerConfig(
+        ranking=Ranking.FAIR,
+        idle_every=0.1,
+        rebalance_every=0.05,
+        rebalance=RebalanceConfig(threshold=0.1, sustained_cycles=3, max_moves_per_cycle=40),
+    )
+    first = Node(store, NodeSettings(1, 1, session_ttl=3, load_manager=config))
+    await first.start()
+    await first.election.wait_elected(timeout=10)
+    topics = await create_topics(store, 300)
+    await converged(store, lambda: all_assigned(store, topics, [1]), 60)
+    others = [Node(store, NodeSettings(b, b, session_ttl=3, load_manager=config)) for b in (2, 3)]
+    for node in others:
+        await node.start()
+
+    async def balanced() -> bool:
+        counts = [len(owned) for owned in (await owners(store, [1, 2, 3])).values()]
+        return sum(counts) == 300 and imbalance(counts) <= 0.1
+
+    await converged(store, balanced, 120)
+    settled_owners = await owners(store, [1, 2, 3])
+    moved = first.load_manager.moves_started
+    assert len(settled_owners[1]) < 150  # the overloaded broker gave most away
+    # 20 more rebalancing cycles: nothing moves back and forth.
+    await first.load_manager.wait_rebalances(first.load_manager.rebalances + 20, timeout=30)
+    assert first.load_manager.moves_started == moved
+    assert await owners(store, [1, 2, 3]) == settled_owners
+    for node in (first, *others):
+        await node.stop()

@@ -73,6 +73,10 @@ class LoadManager:
         self.cluster = ClusterManager(self.store)
         self.rebalancer = Rebalancer(self.config.rebalance)
         self.cycles = 0
+        self.rebalances = 0
+        """Rebalancing cycles run while leading."""
+        self.moves_started = 0
+        self._rebalanced = asyncio.Event()
         self._cache = LocalCache(self.store, [layout.cluster_prefix()], decoder=decode_value)
         self._task: asyncio.Task[None] | None = None
         self._last_rebalance = 0.0
@@ -206,7 +210,21 @@ class LoadManager:
 
     # -- 3. rebalancing and draining ---------------------------------------------------
 
+    async def wait_rebalances(self, count: int, timeout: float | None = None) -> None:
+        """Return once `count` rebalancing cycles have run (in all)."""
+        async with asyncio.timeout(timeout):
+            while self.rebalances < count:
+                await self._rebalanced.wait()
+
     async def _rebalance(self, view: ClusterView, now: float) -> None:
+        try:
+            await self._plan_and_move(view, now)
+        finally:
+            self.rebalances += 1
+            rebalanced, self._rebalanced = self._rebalanced, asyncio.Event()
+            rebalanced.set()
+
+    async def _plan_and_move(self, view: ClusterView, now: float) -> None:
         plan = self.rebalancer.plan(broker_loads(view), self.config.ranking, now)
         for move in plan.moves:
             owners = view.owners.get(move.topic, [])
@@ -217,7 +235,9 @@ class LoadManager:
             change = self.ownership.unassign_change(
                 move.topic, owner, reason=UNLOAD, to_broker=move.to_broker
             )
-            if not await self._fenced(change):
+            if await self._fenced(change):
+                self.moves_started += 1
+            else:
                 self.rebalancer.cancel(move.topic)
         drained = []
         for broker_id in plan.drained:
