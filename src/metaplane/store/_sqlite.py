@@ -265,12 +265,18 @@ def _expire_leases(conn: sqlite3.Connection, leases: Iterable[int]) -> None:
 
 
 def _trim(conn: sqlite3.Connection, keep_from: int) -> None:
-    """Forget the changes before `keep_from`."""
+    """Forget the changes before `keep_from`. The floor moves past what was forgotten, and
+    no further: a history with nothing to forget keeps every revision readable."""
     floor = _meta(conn, "floor")
     if keep_from <= floor:
         return
-    conn.execute("DELETE FROM changes WHERE revision < ?", (keep_from,))
-    _set_meta(conn, "floor", keep_from)
+    newest = conn.execute(
+        "SELECT max(revision) FROM changes WHERE revision < ?", (keep_from,)
+    ).fetchone()[0]
+    if newest is None:
+        return
+    conn.execute("DELETE FROM changes WHERE revision <= ?", (newest,))
+    _set_meta(conn, "floor", newest + 1)
 
 
 class _Writer(threading.Thread):
@@ -494,8 +500,10 @@ class SqliteStore(LocalStore):
 
     async def _compact(self, revision: int) -> None:
         def compact(conn: sqlite3.Connection) -> None:
+            # As etcd: the revisions before `revision` are gone, whatever they held.
             _check_readable(conn, revision)
-            _trim(conn, revision)
+            conn.execute("DELETE FROM changes WHERE revision < ?", (revision,))
+            _set_meta(conn, "floor", max(_meta(conn, "floor"), revision))
 
         await self._writer.submit(compact)
 
