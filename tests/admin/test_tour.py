@@ -21,7 +21,7 @@ async def read_all(path: Path) -> list[Entry]:
 
 def test_tour_writes_the_layout_and_watches_a_change(tmp_path: Path) -> None:
     url = f"sqlite://{tmp_path / 'tour.db'}"
-    result = CliRunner().invoke(app, ["demo", "--store", url], env={"COLUMNS": "120"})
+    result = CliRunner().invoke(app, ["tour", "--store", url], env={"COLUMNS": "120"})
     assert result.exit_code == 0, result.output
     assert "23 keys" in result.output
     assert "the watch received" in result.output
@@ -34,7 +34,7 @@ def test_tour_writes_the_layout_and_watches_a_change(tmp_path: Path) -> None:
 
 
 def test_errors_are_one_line() -> None:
-    result = CliRunner().invoke(app, ["demo", "--store", "redis://nowhere"])
+    result = CliRunner().invoke(app, ["tour", "--store", "redis://nowhere"])
     assert result.exit_code == 1
     assert "error:" in result.output
     assert "Traceback" not in result.output

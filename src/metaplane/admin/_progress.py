@@ -19,6 +19,7 @@ from rich.progress import (
 )
 
 from metaplane.admin._console import errors, fail
+from metaplane.store import MetadataStore
 
 T = TypeVar("T")
 
@@ -76,3 +77,25 @@ async def poll(check: Callable[[], Awaitable[T | None]], *, what: str, timeout: 
             fail(f"gave up after {timeout:g} s waiting for {what}", code=3)
         await asyncio.sleep(POLL_INTERVAL)
     return found
+
+
+async def until(
+    store: MetadataStore,
+    prefix: str,
+    check: Callable[[], Awaitable[T | None]],
+    *,
+    what: str,
+    timeout: float,
+) -> T:
+    """Await `check()` now and at each change under `prefix` until it returns something;
+    after `timeout` seconds, end the command with one line naming `what` it waited for."""
+    start = await store.revision() + 1
+    try:
+        async with asyncio.timeout(timeout), store.watch(prefix, start_revision=start) as watch:
+            found = await check()
+            while found is None:
+                await anext(watch)
+                found = await check()
+            return found
+    except TimeoutError:
+        fail(f"gave up after {timeout:g} s waiting for {what}", code=3)

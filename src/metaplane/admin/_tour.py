@@ -234,5 +234,5 @@ async def watch_a_cursor(store: MetadataStore, seen: int) -> None:
 
 
 def demo(store: StoreURL = DEFAULT_STORE) -> None:
-    """A short tour: Danube's layout in the embedded store, as a tree, and a live watch."""
+    """A short tour of the store: Danube's layout written, shown as a tree, and a watch."""
     run(tour(store))

@@ -8,9 +8,11 @@ import typer
 from metaplane import __version__
 from metaplane.admin import (
     _brokers,
+    _demo,
     _kv,
     _namespaces,
     _schemas,
+    _standalone,
     _topics,
     _tour,
 )
@@ -23,7 +25,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.command("demo")(_tour.demo)
+app.command("demo")(_demo.demo)
+app.command("tour")(_tour.demo)
+app.command("standalone")(_standalone.standalone)
 app.add_typer(_schemas.app, name="schemas")
 app.add_typer(_kv.kv_app, name="kv")
 app.add_typer(_brokers.brokers_app, name="brokers")

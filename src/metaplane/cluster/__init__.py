@@ -5,6 +5,7 @@ processes for development and demonstrations."""
 from metaplane.cluster._broker import BrokerConfig, BrokerNode, TopicHost
 from metaplane.cluster._cursors import CursorBatcher
 from metaplane.cluster._load_manager import LoadManager, LoadManagerConfig, broker_loads
+from metaplane.cluster._local import LocalCluster, NodeProcess
 from metaplane.cluster._moves import BROKER_LOST, UNLOAD, move_topic, unload_topic
 from metaplane.cluster._node import Node, NodeSettings, QuietTopics, run_node
 from metaplane.cluster._rankings import (
@@ -36,9 +37,11 @@ __all__ = [
     "CursorBatcher",
     "LoadManager",
     "LoadManagerConfig",
+    "LocalCluster",
     "Move",
     "MoveReason",
     "Node",
+    "NodeProcess",
     "NodeSettings",
     "QuietTopics",
     "Ranking",

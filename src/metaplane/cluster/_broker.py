@@ -314,14 +314,17 @@ class BrokerNode:
     # -- load reports ------------------------------------------------------------------
 
     async def _report_load(self) -> None:
-        psutil.cpu_percent(interval=None)  # the first reading only starts the measure
+        # A CPU reading measures the time since the previous one: the first only starts the
+        # measure (read at once, it says 0 % — and an idle-looking broker would be sent
+        # every topic), so the first report comes one interval later.
+        psutil.cpu_percent(interval=None)
         self._process.cpu_percent(interval=None)
         while True:
+            await asyncio.sleep(self.config.load_report_interval)
             try:
                 await self._cluster.write_load_report(self.broker_id, self.load_report())
             except MetadataError as error:
                 log.warning("broker %d: load report not written: %s", self.broker_id, error)
-            await asyncio.sleep(self.config.load_report_interval)
 
     def load_report(self) -> LoadReport:
         """The host's CPU and memory (percent), this process's, and the topics served."""

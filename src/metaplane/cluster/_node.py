@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from metaplane.cluster._broker import BrokerConfig, BrokerNode
@@ -90,8 +91,10 @@ class Node:
         await self.broker.stop()
 
 
-async def run_node(url: str, settings: NodeSettings) -> None:
-    """Run one node until SIGTERM or SIGINT."""
+async def run_node(
+    url: str, settings: NodeSettings, on_ready: Callable[[], None] | None = None
+) -> None:
+    """Run one node until SIGTERM or SIGINT; `on_ready` is called once it has joined."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -100,6 +103,8 @@ async def run_node(url: str, settings: NodeSettings) -> None:
         node = Node(store, settings)
         await node.start()
         log.info("node %d running", settings.broker_id)
+        if on_ready is not None:
+            on_ready()
         await stop.wait()
         log.info("node %d stopping", settings.broker_id)
         await node.stop()

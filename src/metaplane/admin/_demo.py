@@ -1,0 +1,238 @@
+"""`metaplane demo`, the main job: a local cluster of broker processes on the embedded store and
+a narrated scenario — topics created and spread, traffic, a broker killed and its topics
+reassigned, a topic moved with its offsets continuing, a broker drained. The store stays on
+disk afterwards, for `metaplane kv tree /`."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from metaplane import layout
+from metaplane.admin._brokers import brokers_json, brokers_table, read_brokers
+from metaplane.admin._console import DEFAULT_STORE, StoreURL, console, fail, run
+from metaplane.admin._progress import spinner, until
+from metaplane.admin._workload import SUBSCRIPTIONS, create_workload
+from metaplane.cluster import LocalCluster, move_topic
+from metaplane.layout import TopicName
+from metaplane.resources import (
+    BrokerMode,
+    BrokerState,
+    ClusterManager,
+    ObjectDescriptor,
+    OwnershipManager,
+    SealedState,
+    decode,
+)
+from metaplane.store import ANY, EventType, MetadataStore, Watch, open_store
+
+TIMEOUT = 60.0
+
+
+class Scenario:
+    """The demo's story, one step a method."""
+
+    def __init__(self, store: MetadataStore, cluster: LocalCluster) -> None:
+        self.store = store
+        self.cluster = cluster
+        self.ownership = OwnershipManager(store)
+        self.topics: list[TopicName] = []
+
+    async def owners(self) -> dict[TopicName, int]:
+        found: dict[TopicName, int] = {}
+        for broker in self.cluster.nodes:
+            for topic in await self.ownership.assignments(broker):
+                found[topic] = broker
+        return found
+
+    async def all_placed(self, brokers: set[int]) -> dict[TopicName, int] | None:
+        owners = await self.owners()
+        placed = set(owners) == set(self.topics) and set(owners.values()) <= brokers
+        return owners if placed and not await self.ownership.unassigned() else None
+
+    async def join(self, brokers: int) -> None:
+        step(1, f"{brokers} brokers join the cluster and elect a leader")
+        with spinner(f"starting {brokers} broker processes"):
+            await self.cluster.start(brokers)
+        await self.show_brokers()
+
+    async def create(self) -> None:
+        step(2, "namespaces, topics, subscriptions, producers and a schema")
+        self.topics = await create_workload(self.store)
+        table = Table("topic", "subscriptions", "schema")
+        for topic in self.topics:
+            schema = "orders-value (Avro)" if topic.namespace == "orders" else ""
+            table.add_row(topic.path, ", ".join(SUBSCRIPTIONS), schema)
+        console.print(table)
+        await until(
+            self.store,
+            layout.cluster_prefix(),
+            lambda: self.all_placed(set(self.cluster.running)),
+            what="every topic assigned",
+            timeout=TIMEOUT,
+        )
+        console.print("the leader spread the topics over the brokers:")
+        await self.show_brokers()
+
+    async def traffic(self) -> None:
+        step(3, "traffic: offsets advance, objects reach storage, consumers acknowledge")
+        with spinner("waiting for storage objects and cursors"):
+            await until(
+                self.store, "/", self.traffic_seen, what="traffic on every topic", timeout=TIMEOUT
+            )
+        table = Table("topic", "storage objects", "stored up to", "cursors")
+        for topic in self.topics:
+            objects = await self.objects(topic)
+            cursors = await self.store.list(layout.subscriptions_prefix(topic))
+            offsets = [
+                f"{e.key.split('/')[-2]}={e.value.decode()}"
+                for e in cursors
+                if e.key.endswith("/cursor")
+            ]
+            table.add_row(
+                topic.path, str(len(objects)), str(objects[-1].end_offset), " ".join(offsets)
+            )
+        console.print(table)
+
+    async def traffic_seen(self) -> bool | None:
+        for topic in self.topics:
+            if not await self.objects(topic):
+                return None
+            cursors = await self.store.list(layout.subscriptions_prefix(topic), keys_only=True)
+            if sum(e.key.endswith("/cursor") for e in cursors) < len(SUBSCRIPTIONS):
+                return None
+        return True
+
+    async def objects(self, topic: TopicName) -> list[ObjectDescriptor]:
+        listing = await self.store.list(
+            layout.storage_objects_prefix(topic), end_before=layout.storage_cur(topic)
+        )
+        return [decode(ObjectDescriptor, entry.value) for entry in listing]
+
+    async def kill(self) -> None:
+        leader = (await ClusterManager(self.store).leadership()).broker_id
+        step(4, f"SIGKILL broker {leader} — the leader — with its topics")
+        owners = await self.owners()
+        lost = sorted(t.path for t, b in owners.items() if b == leader)
+        killed_at = await self.cluster.kill(leader, signal.SIGKILL)
+        console.print(f"broker {leader} owned {len(lost)} topics: {', '.join(lost)}")
+        survivors = set(self.cluster.running)
+        after = await until(
+            self.store,
+            layout.cluster_prefix(),
+            lambda: self.all_placed(survivors),
+            what="the lost topics reassigned",
+            timeout=TIMEOUT,
+        )
+        leadership = await ClusterManager(self.store).leadership()
+        console.print(
+            f"{time.monotonic() - killed_at:.1f} s later: broker {leadership.broker_id} leads "
+            f"(epoch {leadership.epoch}); "
+            + ", ".join(f"{path} → {after[TopicName.parse(path)]}" for path in lost)
+        )
+
+    async def move(self) -> None:
+        owners = await self.owners()
+        topic = self.topics[0]
+        source = owners[topic]
+        target = next(b for b in self.cluster.running if b != source)
+        step(5, f"move {topic.path} from broker {source} to broker {target}")
+        state = layout.storage_state(topic)
+        start = await self.store.revision() + 1
+        async with self.store.watch(
+            layout.storage_topic_prefix(topic), start_revision=start
+        ) as watch:
+            await move_topic(self.store, topic, to_broker=target)
+            sealed = await self.sealed(watch, state)
+            console.print(
+                f"broker {sealed.broker_id} sealed it at offset {sealed.last_committed_offset}"
+            )
+            resumed = await self.first_new_object(watch, topic, sealed.last_committed_offset)
+        console.print(
+            f"broker {target} resumed it: its first object starts at offset {resumed} "
+            f"= {sealed.last_committed_offset} + 1 — no offset used twice, none skipped"
+        )
+
+    async def sealed(self, watch: Watch, key: str) -> SealedState:
+        async with asyncio.timeout(TIMEOUT):
+            async for batch in watch:
+                for event in batch.events:
+                    if event.key == key and event.type is EventType.PUT:
+                        return decode(SealedState, event.entry.value)
+        fail("the topic was not sealed")
+
+    async def first_new_object(self, watch: Watch, topic: TopicName, sealed_at: int) -> int:
+        async with asyncio.timeout(TIMEOUT):
+            async for batch in watch:
+                for event in batch.events:
+                    offset = layout.parse(event.key).offset
+                    if event.type is EventType.PUT and offset is not None and offset > sealed_at:
+                        return offset
+        fail("the moved topic published nothing")
+
+    async def drain(self) -> None:
+        broker = self.cluster.running[0]
+        step(6, f"drain broker {broker}: its topics move away, then it is drained")
+        cluster = ClusterManager(self.store)
+        await cluster.set_state(broker, BrokerState(mode=BrokerMode.DRAINING, reason="demo"), ANY)
+
+        async def drained() -> bool | None:
+            state = await cluster.state(broker)
+            return True if state.value.mode is BrokerMode.DRAINED else None
+
+        await until(self.store, layout.cluster_prefix(), drained, what="drained", timeout=TIMEOUT)
+        await self.show_brokers()
+
+    async def show_brokers(self) -> None:
+        console.print(brokers_table(brokers_json(await read_brokers(self.store))))
+
+
+def step(number: int, title: str) -> None:
+    console.rule(f"[bold]{number}. {title}")
+
+
+Brokers = Annotated[int, typer.Option("--brokers", "-n", min=3, max=16, help="Broker processes.")]
+
+
+def demo(
+    store: StoreURL = DEFAULT_STORE,
+    brokers: Brokers = 3,
+    folder: Annotated[Path, typer.Option(help="The brokers' logs.")] = Path(".metaplane"),
+    keep: Annotated[
+        bool, typer.Option("--keep", help="Keep what the store holds (default: start afresh).")
+    ] = False,
+) -> None:
+    """The main job: a local cluster and a narrated scenario on the embedded store."""
+    if store.startswith("memory://"):
+        fail("a memory store lives in one process: the brokers need sqlite or etcd")
+    run(play(store, brokers, folder, keep))
+
+
+async def play(url: str, brokers: int, folder: Path, keep: bool) -> None:
+    async with open_store(url) as store:
+        if not keep:
+            await store.delete_prefix("/")
+        cluster = LocalCluster(url, folder, workload=True)
+        scenario = Scenario(store, cluster)
+        try:
+            await scenario.join(brokers)
+            await scenario.create()
+            await scenario.traffic()
+            await scenario.kill()
+            await scenario.move()
+            await scenario.drain()
+        finally:
+            step(7, "stop: every broker seals its topics and leaves")
+            with spinner("stopping the brokers"):
+                await cluster.stop()
+    console.print(
+        f"\nThe store stays at {url.removeprefix('sqlite://')}: see the whole layout with\n"
+        "    .venv/bin/metaplane kv tree /\n"
+        "and the brokers' logs in " + str(folder / "logs")
+    )

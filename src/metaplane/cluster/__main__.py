@@ -1,0 +1,43 @@
+"""`python -m metaplane.cluster --store URL --broker-id ID [--workload]`: one broker node
+process (what `metaplane standalone` starts). It prints "ready" once it has joined, and stops
+cleanly on SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from metaplane.cluster._node import NodeSettings, run_node
+
+
+def ready() -> None:
+    sys.stdout.write("ready\n")  # the parent process waits for this line
+    sys.stdout.flush()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--broker-id", type=int, required=True)
+    parser.add_argument("--index", type=int, default=0)
+    parser.add_argument("--workload", action="store_true")
+    parser.add_argument("--session-ttl", type=int, default=5)
+    args = parser.parse_args()
+    logging.basicConfig(
+        level=logging.INFO,
+        format=f"%(asctime)s broker {args.broker_id} %(name)s %(levelname)s %(message)s",
+    )
+    settings = NodeSettings(
+        args.broker_id,
+        args.index,
+        workload=args.workload,
+        session_ttl=args.session_ttl,
+        load_report_interval=1.0,
+    )
+    asyncio.run(run_node(args.store, settings, on_ready=ready))
+
+
+if __name__ == "__main__":
+    main()
