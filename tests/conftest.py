@@ -52,6 +52,7 @@ def store_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> s
         return f"sqlite://{tmp_path / 'store.db'}"
     if backend == "etcd":
         member: EtcdMember = request.getfixturevalue("etcd")
+        member.etcdctl("del", "/", "--prefix")  # the session's etcd: empty it for each test
         return member.url
     raise pytest.UsageError("a memory store has no URL another client could open")
 
@@ -68,7 +69,6 @@ async def store(
         opened = await SqliteStore.open(tmp_path / "store.db")
     else:
         opened = await connect_store(request.getfixturevalue("store_url"))
-        await opened.delete_prefix("/")
     try:
         yield opened
     finally:
