@@ -73,6 +73,28 @@ async def test_user_and_password(tmp_path: Path, backend: str) -> None:
             )
             second = await store.put("/auth/k", b"2")
             assert second > first
+            # Every path logs in again after a refusal: a lease refresh, a new watch.
+            lease = await store.grant(10)
+            member.etcdctl(
+                "--user=root:root-pw",
+                "user",
+                "passwd",
+                "broker",
+                "--interactive=false",
+                input="p@ss:word\n",
+            )
+            assert await store.refresh(lease) == lease.ttl
+            member.etcdctl(
+                "--user=root:root-pw",
+                "user",
+                "passwd",
+                "broker",
+                "--interactive=false",
+                input="p@ss:word\n",
+            )
+            async with store.watch("/auth", start_revision=second) as watch:
+                again = await anext(watch)
+            assert again.revision == second
         with pytest.raises(PermissionDenied):
             await connect_store(f"etcd://broker:wrong@{member.endpoint}")
         with pytest.raises(PermissionDenied):

@@ -373,10 +373,9 @@ class EtcdStore(MetadataStore):
         while True:
             index = self._active
             member = self._members[index]
-            if self.options.user is not None and self._metadata is None:
-                await self._authenticate(member)
             remaining = deadline - loop.time()
             try:
+                await self._ensure_token(member)
                 stub = getattr(member, service)
                 return await getattr(stub, method)(
                     request,
@@ -384,10 +383,8 @@ class EtcdStore(MetadataStore):
                     metadata=self._metadata,
                 )
             except grpc.aio.AioRpcError as error:
-                if error.code() == grpc.StatusCode.UNAUTHENTICATED and self.options.user:
-                    self._metadata = None  # the token expired: log in again and retry
-                    if loop.time() < deadline:
-                        continue
+                if self._token_refused(error) and loop.time() < deadline:
+                    continue  # a new token is taken on the next attempt
                 if not _transport(error):
                     raise _convert(error, lease) from error
                 self._fail_over(index, error)
@@ -407,18 +404,30 @@ class EtcdStore(MetadataStore):
                 self._members[self._active].address,
             )
 
-    async def _authenticate(self, member: _Member) -> None:
+    async def _ensure_token(self, member: _Member) -> None:
+        """Log in (user and password) unless a token is held. Raises gRPC's error, for the
+        caller to fail over or convert."""
+        if self.options.user is None or self._metadata is not None:
+            return
         async with self._auth_lock:
             if self._metadata is not None:
                 return
             request = rpc.AuthenticateRequest(
                 name=self.options.user, password=self.options.password
             )
-            try:
-                response = await member.auth.Authenticate(request, timeout=_ATTEMPT_TIMEOUT)
-            except grpc.aio.AioRpcError as error:
-                raise _convert(error) from error
+            response = await member.auth.Authenticate(request, timeout=_ATTEMPT_TIMEOUT)
             self._metadata = (("token", response.token),)
+
+    def _token_refused(self, error: grpc.aio.AioRpcError) -> bool:
+        """True (and the token dropped) when the error says our token expired or was
+        invalidated: the request was not applied, and a new token will do."""
+        if self.options.user is None:
+            return False
+        details = error.details() or ""
+        if error.code() == grpc.StatusCode.UNAUTHENTICATED or "invalid auth token" in details:
+            self._metadata = None
+            return True
+        return False
 
     # -- reads -------------------------------------------------------------------------
 
@@ -513,12 +522,16 @@ class EtcdStore(MetadataStore):
         while True:
             index = self._active
             member = self._members[index]
-            call = member.lease.LeaseKeepAlive(metadata=self._metadata)
+            call: Any = None
             try:
                 async with asyncio.timeout(min(_ATTEMPT_TIMEOUT, deadline - loop.time())):
+                    await self._ensure_token(member)
+                    call = member.lease.LeaseKeepAlive(metadata=self._metadata)
                     await call.write(rpc.LeaseKeepAliveRequest(ID=lease))
                     response = await call.read()
             except grpc.aio.AioRpcError as error:
+                if self._token_refused(error) and loop.time() < deadline:
+                    continue
                 if not _transport(error) or loop.time() >= deadline:
                     raise _convert(error, lease) from error
                 self._fail_over(index, error)
@@ -528,7 +541,8 @@ class EtcdStore(MetadataStore):
                     raise Unavailable(f"etcd: refreshing lease {lease} timed out") from None
                 continue
             finally:
-                call.cancel()
+                if call is not None:
+                    call.cancel()
             if response is grpc.aio.EOF:
                 raise Unavailable(f"etcd: the keep-alive stream of lease {lease} ended")
             if response.TTL <= 0:
@@ -570,6 +584,7 @@ class EtcdWatch(Watch):
         self._write_lock = asyncio.Lock()  # one write at a time on a gRPC stream
         self._asking: asyncio.Task[None] | None = None
         self._delivered = (start_revision or 1) - 1  # the last revision this stream passed
+        self._reopened = False
 
     async def __anext__(self) -> WatchBatch:
         while not self._ready:
@@ -585,6 +600,9 @@ class EtcdWatch(Watch):
                 await self.aclose()
                 raise Compacted(response.compact_revision)
             if response.canceled:
+                if "invalid auth token" in response.cancel_reason and not self._reopened:
+                    await self._reopen_with_a_new_token()
+                    continue
                 await self.aclose()
                 raise Unavailable(f"etcd: the watch was canceled: {response.cancel_reason}")
             if response.events:
@@ -594,7 +612,10 @@ class EtcdWatch(Watch):
                     if in_prefix(event.kv.key.decode("utf-8", "surrogateescape"), self.prefix)
                 )
                 self._delivered = max(self._delivered, response.events[-1].kv.mod_revision)
-            elif not response.created:
+            elif response.created:
+                if self.start_revision is None:  # "from now": now is the created revision
+                    self._delivered = max(self._delivered, response.header.revision)
+            else:
                 await self._progress_response(response.header.revision)
         return self._ready.pop(0)
 
@@ -635,6 +656,17 @@ class EtcdWatch(Watch):
         same: bool = now.count == before.count
         return same
 
+    async def _reopen_with_a_new_token(self) -> None:
+        """The token was refused: log in again and resume after what was delivered."""
+        self._reopened = True
+        self._store._metadata = None
+        pump, self._pump = self._pump, None
+        await cancel_and_wait(pump)
+        if self._call is not None:
+            self._call.cancel()
+            self._call = None
+        self.start_revision = self._delivered + 1
+
     @staticmethod
     def _event(event: Any) -> WatchEvent:
         if event.type == rpc.Event.EventType.DELETE:
@@ -651,13 +683,18 @@ class EtcdWatch(Watch):
         )
         store = self._store
         index = store._active
-        self._call = store._members[index].watch.Watch(metadata=store._metadata)
         try:
+            await store._ensure_token(store._members[index])
+            self._call = store._members[index].watch.Watch(metadata=store._metadata)
             async with self._write_lock:
                 await self._call.write(rpc.WatchRequest(create_request=create))
         except grpc.aio.AioRpcError as error:
             if _transport(error):
                 store._fail_over(index, error)
+            if store._token_refused(error):
+                error_text = "etcd: the token was refused; the next watch logs in again"
+                await self.aclose()
+                raise Unavailable(error_text) from error
             await self.aclose()
             raise _convert(error) from error
         self._pump = asyncio.get_running_loop().create_task(self._read(self._call, index))
@@ -676,6 +713,9 @@ class EtcdWatch(Watch):
         except grpc.aio.AioRpcError as error:
             if _transport(error):
                 self._store._fail_over(index, error)
+            if self._store._token_refused(error):  # resumable: the next watch logs in again
+                await self._responses.put(Unavailable("etcd: the watch's token was refused"))
+                return
             await self._responses.put(_convert(error))
 
     def request_progress(self) -> None:

@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 from metaplane._tasks import cancel_and_wait
-from metaplane.store._errors import LeaseNotFound, Unavailable
+from metaplane.store._errors import LeaseNotFound, MetadataError
 
 if TYPE_CHECKING:
     from metaplane.store._model import Lease
@@ -92,7 +92,7 @@ class LeaseKeeper:
             except LeaseNotFound:
                 self._set(KeepAliveState.EXPIRED)
                 return
-            except (Unavailable, TimeoutError) as exc:
+            except (MetadataError, TimeoutError) as exc:  # Unavailable, or anything transient
                 if loop.time() >= self._deadline:
                     self._set(KeepAliveState.EXPIRED)
                     return
