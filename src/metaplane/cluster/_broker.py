@@ -127,7 +127,7 @@ class BrokerNode:
         await self._cache.start()
         subscription = self._cache.subscribe(layout.broker_prefix(self.broker_id))
         self._subscription = subscription
-        await self._apply_assignments(self._assigned_now(), loading=True)
+        await self._apply_assignments(self._assigned_now())
         await self.cursors.start()
         loop = asyncio.get_running_loop()
         self._tasks = [
@@ -205,7 +205,7 @@ class BrokerNode:
             changes = [
                 (event.type, topic) for event in batch.events for topic in _assignments([event.key])
             ]
-            await self._apply_assignments(changes, loading=False)
+            await self._apply_assignments(changes)
             self._handled = batch.revision
             progress, self._progress = self._progress, asyncio.Event()
             progress.set()
@@ -220,9 +220,7 @@ class BrokerNode:
             while self._handled < target:
                 await self._progress.wait()
 
-    async def _apply_assignments(
-        self, changes: list[tuple[EventType, TopicName]], *, loading: bool
-    ) -> None:
+    async def _apply_assignments(self, changes: list[tuple[EventType, TopicName]]) -> None:
         for kind, topic in changes:
             try:
                 if kind is EventType.PUT and topic not in self._owned:
