@@ -34,7 +34,7 @@ from metaplane.resources import (
     TopicManager,
     decode,
 )
-from metaplane.store import MetadataStore
+from metaplane.store import MetadataStore, Put
 
 FAST = LoadManagerConfig(ranking=Ranking.FAIR, idle_every=0.1, rebalance_every=0.2)
 
@@ -293,3 +293,19 @@ async def test_rebalancing_moves_off_an_overloaded_broker_then_stops(
     assert await owners(store, [1, 2, 3]) == settled_owners
     for node in (first, *others):
         await node.stop()
+
+
+async def test_a_burst_of_changes_is_a_few_cycles(store: MetadataStore) -> None:
+    """Changes only wake the leader's next cycle: 300 of them in a burst are not 300 cycles
+    (each of which would re-read the whole cluster without yielding)."""
+    config = LoadManagerConfig(idle_every=10.0)  # no idle cycles: only changes wake it
+    node = Node(store, NodeSettings(1, 1, session_ttl=3, load_manager=config))
+    await node.start()
+    await node.election.wait_elected(timeout=10)
+    before = node.load_manager.cycles
+    for start in range(0, 300, 50):  # six transactions of 50 changes under /cluster
+        await store.txn([], [Put(f"/cluster/burst-{i}", b"null") for i in range(start, start + 50)])
+    await node.load_manager.wait_cycled(await store.revision(), timeout=10)
+    assert node.load_manager.cycles - before <= 7  # at most one per transaction
+    assert node.broker.session.alive
+    await node.stop()

@@ -71,6 +71,15 @@ class Subscription:
             raise StopAsyncIteration
         return batch
 
+    def drain(self) -> int:
+        """Discard the batches waiting here; return how many (for a subscriber that only
+        needs to know that something changed)."""
+        dropped = 0
+        while not self._queue.empty():
+            self._queue.get_nowait()
+            dropped += 1
+        return dropped
+
     def close(self) -> None:
         self._closed = True
         self._on_close(self)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from metaplane import layout
 from metaplane._tasks import cancel_and_wait
-from metaplane.cache import LocalCache, Subscription
+from metaplane.cache import CacheLagged, LocalCache, Subscription
 from metaplane.cluster._moves import BROKER_LOST, UNLOAD
 from metaplane.cluster._rankings import BrokerLoad, Ranking, choose_targets
 from metaplane.cluster._rebalance import RebalanceConfig, Rebalancer
@@ -46,7 +46,8 @@ class LoadManagerConfig:
     idle_every: float = 1.0
     """A cycle at least this often, even when nothing in /cluster changed."""
     batch_size: int = 60
-    """Assignments a fenced transaction carries (each: 2 compares and 2 writes)."""
+    """Assignments a fenced transaction carries (each: 2 compares and 2 writes, plus the
+    target's 2 compares and the fence: at most 62 fit in etcd's 128)."""
     seal_timeout: float = 30.0
     """How long a move waits for its source to seal the topic before assigning anyway."""
 
@@ -76,7 +77,10 @@ class LoadManager:
         self.rebalances = 0
         """Rebalancing cycles run while leading."""
         self.moves_started = 0
+        self.cycled_revision = 0
+        """The revision of the cluster the last cycle read."""
         self._rebalanced = asyncio.Event()
+        self._cycled = asyncio.Event()
         self._cache = LocalCache(self.store, [layout.cluster_prefix()], decoder=decode_value)
         self._task: asyncio.Task[None] | None = None
         self._last_rebalance = 0.0
@@ -93,34 +97,63 @@ class LoadManager:
     # -- the loop ----------------------------------------------------------------------
 
     async def _run(self) -> None:
-        events = self._cache.subscribe(layout.cluster_prefix())
         while True:
             token = await self.election.wait_elected()
             await self._cache.wait_for(token.create_revision)
             self.rebalancer.reset()  # a new term: what an earlier one planned is not ours
             self._waiting_since.clear()
             log.info("load manager leads (epoch %d)", token.epoch)
-            while self.election.is_leader:
-                try:
-                    await self.cycle()
-                except Fenced:
-                    break
-                except MetadataError as error:
-                    log.warning("load manager cycle failed: %s", error)
-                await self._next(events)
+            # Subscribed only while leading: a follower must not pile up changes.
+            events = self._cache.subscribe(layout.cluster_prefix())
+            try:
+                await self._lead(events)
+            finally:
+                events.close()
 
-    async def _next(self, events: Subscription) -> None:
-        """Until something changes in /cluster, or `idle_every` passes."""
+    async def _lead(self, events: Subscription) -> None:
+        while self.election.is_leader:
+            try:
+                await self.cycle()
+            except Fenced:
+                return
+            except MetadataError as error:
+                log.warning("load manager cycle failed: %s", error)
+            if not await self._next(events):
+                return
+
+    async def _next(self, events: Subscription) -> bool:
+        """Until something changes in /cluster, or `idle_every` passes. The changes only
+        wake the next cycle, which reads everything again: whatever else is queued is
+        dropped, so that a burst of changes is one cycle, not one each. False when the
+        subscription fell behind and must be replaced."""
         try:
             async with asyncio.timeout(self.config.idle_every):
                 await anext(events)
         except TimeoutError:
             pass
+        except CacheLagged:
+            return False
+        events.drain()
+        return True
 
     async def cycle(self) -> None:
         """One round of the leader's work (see the class). Raises Fenced once deposed."""
         self.cycles += 1
         view = read_view(self._cache)
+        try:
+            await self._cycle(view)
+        finally:
+            self.cycled_revision = view.revision
+            cycled, self._cycled = self._cycled, asyncio.Event()
+            cycled.set()
+
+    async def wait_cycled(self, revision: int, timeout: float | None = None) -> None:
+        """Return once a cycle has read the cluster at `revision` or later."""
+        async with asyncio.timeout(timeout):
+            while self.cycled_revision < revision:
+                await self._cycled.wait()
+
+    async def _cycle(self, view: ClusterView) -> None:
         if await self._reassign_lost(view):
             view = await self._fresh_view()
         if await self._assign_waiting(view):
@@ -179,19 +212,31 @@ class LoadManager:
         by_broker: defaultdict[int, list[TopicName]] = defaultdict(list)
         for topic, broker_id in targets.items():
             by_broker[broker_id].append(topic)
-        changes: list[Change] = []
+        assigned = 0
         for broker_id, topics in sorted(by_broker.items()):
-            state = view.states[broker_id]
-            for topic in sorted(topics):
-                change = self.ownership.assign_change(
-                    topic, broker_id, marker=view.waiting[topic], state=state
-                )
-                changes.append(change)
-        assigned = await self._apply_batched(changes)
+            assigned += await self._assign(view, broker_id, sorted(topics))
         for topic in ready:
             self._waiting_since.pop(topic, None)
         log.info("assigned %d of %d waiting topics", assigned, len(ready))
         return assigned > 0
+
+    async def _assign(self, view: ClusterView, broker_id: int, topics: list[TopicName]) -> int:
+        """Assign `topics` to one broker, `batch_size` to a fenced transaction; a refused
+        batch is retried topic by topic, so that one stale marker holds back no other."""
+        state = view.states[broker_id]
+        assigned = 0
+        for start in range(0, len(topics), self.config.batch_size):
+            chunk = topics[start : start + self.config.batch_size]
+            waiting = [(topic, view.waiting[topic]) for topic in chunk]
+            if await self._fenced(
+                self.ownership.assign_many_change(broker_id, waiting, state=state)
+            ):
+                assigned += len(chunk)
+                continue
+            for topic, marker in waiting:
+                one = self.ownership.assign_change(topic, broker_id, marker=marker, state=state)
+                assigned += await self._fenced(one)
+        return assigned
 
     async def _ready(self, view: ClusterView, topic: TopicName, marker: Versioned[Marker]) -> bool:
         """A waiting topic may be assigned unless it is being moved from a broker that is

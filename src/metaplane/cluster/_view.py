@@ -14,6 +14,7 @@ from metaplane import layout
 from metaplane.cache import LocalCache
 from metaplane.layout import KeyKind, TopicName
 from metaplane.resources import (
+    NULL,
     BrokerMode,
     BrokerState,
     LoadReport,
@@ -22,6 +23,7 @@ from metaplane.resources import (
     UnassignedMarker,
     Versioned,
     assignment_of,
+    unassigned_of,
 )
 from metaplane.store import Entry
 
@@ -78,10 +80,19 @@ def read_view(cache: LocalCache) -> ClusterView:
 
 
 def _add(view: ClusterView, cache: LocalCache, entry: Entry) -> None:
+    # Assignments and markers, the many keys, by the layout's patterns (fast); the rest by
+    # parse.
     assigned = assignment_of(entry.key)
     if assigned is not None:
         broker_id, topic = assigned
         view.owners.setdefault(topic, []).append(_versioned(entry, broker_id))
+        return
+    waiting = unassigned_of(entry.key)
+    if waiting is not None:
+        marker = None if entry.value == NULL else cache.value(entry.key)
+        if marker is not None and not isinstance(marker, UnassignedMarker):
+            raise MalformedValue(str(KeyKind.UNASSIGNED), f"{entry.key} is not a marker")
+        view.waiting[waiting] = _versioned(entry, marker)
         return
     parsed = layout.parse(entry.key)
     if parsed.kind is KeyKind.BROKER_REGISTRATION and parsed.broker_id is not None:
@@ -90,11 +101,6 @@ def _add(view: ClusterView, cache: LocalCache, entry: Entry) -> None:
         state = cache.value(entry.key)
         assert isinstance(state, BrokerState)
         view.states[parsed.broker_id] = _versioned(entry, state)
-    elif parsed.kind is KeyKind.UNASSIGNED and parsed.topic_name is not None:
-        marker = cache.value(entry.key)
-        if marker is not None and not isinstance(marker, UnassignedMarker):
-            raise MalformedValue(str(KeyKind.UNASSIGNED), f"{entry.key} is not a marker")
-        view.waiting[parsed.topic_name] = _versioned(entry, marker)
     elif parsed.kind is KeyKind.LOAD_REPORT and parsed.broker_id is not None:
         report = cache.value(entry.key)
         assert isinstance(report, LoadReport)

@@ -44,7 +44,12 @@ from metaplane.resources._errors import (
     TopicExists,
 )
 from metaplane.resources._namespaces import NamespaceManager
-from metaplane.resources._ownership import Marker, OwnershipManager, assignment_of
+from metaplane.resources._ownership import (
+    Marker,
+    OwnershipManager,
+    assignment_of,
+    unassigned_of,
+)
 from metaplane.resources._reader import Manager, Reader, Versioned, View, decode_value
 from metaplane.resources._storage import StorageManager
 from metaplane.resources._subscriptions import SubscriptionData, SubscriptionManager
@@ -169,4 +174,5 @@ __all__ = [
     "decode",
     "decode_value",
     "encode",
+    "unassigned_of",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import partial
 from types import NoneType
 
@@ -35,6 +35,8 @@ Marker = UnassignedMarker | None
 
 _ASSIGNMENT = re.compile(PATTERNS[KeyKind.ASSIGNMENT].regex)
 _ASSIGNMENT_FIELDS = PATTERNS[KeyKind.ASSIGNMENT].groups
+_UNASSIGNED = re.compile(PATTERNS[KeyKind.UNASSIGNED].regex)
+_UNASSIGNED_FIELDS = PATTERNS[KeyKind.UNASSIGNED].groups
 
 ALL_ASSIGNMENTS = List(layout.brokers_prefix(), keys_only=True)
 """The read that finds a topic's owner: keys only, as the assignment's value is null."""
@@ -106,6 +108,32 @@ class OwnershipManager(Manager):
         )
         return Change(conditions, (Delete(marker.key), Put(assignment, NULL)))
 
+    def assign_many_change(
+        self,
+        broker_id: int,
+        waiting: Sequence[tuple[TopicName, Versioned[Marker]]],
+        *,
+        state: Versioned[BrokerState],
+    ) -> Change:
+        """`assign_change` for several topics going to one broker: the broker's compares
+        (registered, state unchanged) are made once. Keep it within one transaction: each
+        topic adds two compares and two writes."""
+        if state.value.mode is not BrokerMode.ACTIVE:
+            raise BrokerNotActive(broker_id, state.value.mode)
+        conditions = [
+            key_exists(layout.broker_registration(broker_id), partial(NoBroker, broker_id)),
+            unchanged(state.key, state.mod_revision, partial(NoBroker, broker_id, state.key)),
+        ]
+        ops: list[Put | Delete] = []
+        for topic, marker in waiting:
+            assignment = layout.assignment(broker_id, topic)
+            conditions.append(
+                unchanged(marker.key, marker.mod_revision, partial(NoUnassignedMarker, topic))
+            )
+            conditions.append(key_absent(assignment, partial(TopicAssigned, topic, broker_id)))
+            ops.extend((Delete(marker.key), Put(assignment, NULL)))
+        return Change(tuple(conditions), tuple(ops))
+
     async def assign(self, topic: TopicName, broker_id: int) -> int:
         """Assign a waiting topic to an active, registered broker; `NoUnassignedMarker`,
         `NoBroker`, `BrokerNotActive`, `ChangedSinceRead`. The leader's write: see above."""
@@ -162,6 +190,16 @@ def owners_of(keys: Iterable[str]) -> list[TopicName]:
     """The topics of the assignment keys among `keys`."""
     assigned = (assignment_of(key) for key in keys)
     return [topic for _, topic in filter(None, assigned)]
+
+
+def unassigned_of(key: str) -> TopicName | None:
+    """The topic of an unassigned marker's key; None for another key (by the layout's own
+    pattern, like `assignment_of`)."""
+    match = _UNASSIGNED.match(key)
+    if match is None:
+        return None
+    fields = dict(zip(_UNASSIGNED_FIELDS, match.groups(), strict=True))
+    return TopicName(fields["namespace"], fields["topic"])
 
 
 def assignment_of(key: str) -> tuple[int, TopicName] | None:
