@@ -12,7 +12,7 @@ fails with a typed error, writing nothing.
         await cache.wait_for(revision)                                # read your write
 """
 
-from metaplane.resources._change import NULL, Change, Condition, Refusal, Write
+from metaplane.resources._change import NULL, Change, Condition, Refusal, Write, unchanged
 from metaplane.resources._cluster import ClusterManager, Leadership
 from metaplane.resources._errors import (
     AlreadyUnassigned,
@@ -175,4 +175,5 @@ __all__ = [
     "decode_value",
     "encode",
     "unassigned_of",
+    "unchanged",
 ]

@@ -10,6 +10,7 @@ from metaplane.testing.etcd import (
     free_port,
 )
 from metaplane.testing.faults import Fault, FaultyStore
+from metaplane.testing.zookeeper import ZooKeeperNotInstalled, ZooKeeperServer
 
 __all__ = [
     "EtcdCluster",
@@ -18,6 +19,8 @@ __all__ = [
     "Fault",
     "FaultyStore",
     "TlsFiles",
+    "ZooKeeperNotInstalled",
+    "ZooKeeperServer",
     "etcd_binary",
     "free_port",
 ]

@@ -1,0 +1,534 @@
+"""The analysis job, the one place that reads and writes: a snapshot parsed into typed tables
+(written, then read back), the pure transforms run on them, and every output written into one
+folder (tables/, summary.json, audit.json, backlog, storage, the plans, report.html).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from metaplane import layout
+from metaplane.layout import KeyKind, TopicName
+from metaplane.pipeline._apply import PLAN_FORMAT, PLAN_FORMAT_VERSION
+from metaplane.pipeline._audit import CHECKS, SEVERITIES, Check
+from metaplane.pipeline._backlog import backlog, backlog_histogram, largest_backlogs
+from metaplane.pipeline._errors import InvalidSetting
+from metaplane.pipeline._rebalance import (
+    BrokerLoad,
+    Quotas,
+    balance_after,
+    balance_before,
+    broker_loads,
+    chosen_moves,
+    plan_quotas,
+)
+from metaplane.pipeline._report import BrokerBars, ReportData, render_report
+from metaplane.pipeline._snapshot import Snapshot, snapshot_frame
+from metaplane.pipeline._spark import spark_errors
+from metaplane.pipeline._storage import retention_plan, storage
+from metaplane.pipeline._summary import broker_summary, leadership
+from metaplane.pipeline._tables import UNKNOWN, Tables, classify, parse_tables, read_tables
+from metaplane.pipeline._views import topics
+
+DAY = 86_400
+TABLES = "tables"
+CLASSIFIED = "_classified"
+SUMMARY = "summary.json"
+AUDIT = "audit.json"
+BACKLOG = "backlog.parquet"
+STORAGE = "storage.parquet"
+RETENTION_PLAN = "retention-plan.json"
+REBALANCE_PLAN = "rebalance-plan.json"
+REPORT = "report.html"
+INTERPRETED_KEYS = 200_000
+"""Up to this many keys, queries run without whole-stage code generation."""
+CACHED_KEYS = 2_000_000
+CONCURRENT_JOBS = 4
+"""Spark jobs submitted at once where a stage has many small ones (the checks, the tables):
+planning a job happens on the driver, and overlaps another's running."""
+"""Up to this many keys, the tables are kept in memory once read back."""
+
+Step = Callable[[str], None]
+"""Told the name of each stage as it starts (the CLI shows it)."""
+
+
+@dataclass(frozen=True)
+class AnalyzeSettings:
+    """The knobs of an analysis: the rebalance threshold (coefficient of variation of topics
+    per active broker) and cap on balance moves, the retention (seconds, with per-namespace
+    overrides), and how many of the largest backlogs the summary lists."""
+
+    threshold: float = 0.1
+    max_moves: int | None = None
+    retention_seconds: int = 7 * DAY
+    namespace_retention: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    top_backlogs: int = 10
+
+    def check(self) -> None:
+        if self.threshold < 0:
+            raise InvalidSetting(f"the threshold must be at least 0, not {self.threshold}")
+        if self.retention_seconds < 0 or any(v < 0 for v in self.namespace_retention.values()):
+            raise InvalidSetting("a retention must not be negative")
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What an analysis wrote, and the figures a caller shows."""
+
+    out: Path
+    summary: dict[str, Any]
+
+    @property
+    def report(self) -> Path:
+        return self.out / REPORT
+
+
+def analyze(
+    spark: SparkSession,
+    snapshot: Snapshot,
+    out: Path,
+    settings: AnalyzeSettings | None = None,
+    step: Step | None = None,
+) -> Analysis:
+    """Run every stage on `snapshot` and write the outputs into `out`."""
+    settings = settings or AnalyzeSettings()
+    settings.check()
+    tell = step or (lambda _: None)
+    out.mkdir(parents=True, exist_ok=True)
+    with spark_errors(), _tuned(spark, snapshot):
+        tell("parsing keys into tables")
+        counts = write_tables(spark, snapshot, out / TABLES)
+        tables = read_tables(spark, out / TABLES)
+        if snapshot.keys <= CACHED_KEYS:
+            tables = tables.cached()
+        try:
+            return _outputs(spark, snapshot, tables, counts, out, settings, tell)
+        finally:
+            tables.unpersist()
+
+
+@contextlib.contextmanager
+def _tuned(spark: SparkSession, snapshot: Snapshot) -> Iterator[None]:
+    """On a small snapshot Spark spends more time compiling each query than running it:
+    whole-stage code generation is switched off for it (and restored after)."""
+    name = "spark.sql.codegen.wholeStage"
+    previous = spark.conf.get(name)
+    if snapshot.keys <= INTERPRETED_KEYS:
+        spark.conf.set(name, "false")
+    try:
+        yield
+    finally:
+        spark.conf.set(name, previous or "true")
+
+
+def _outputs(
+    spark: SparkSession,
+    snapshot: Snapshot,
+    tables: Tables,
+    counts: dict[str, int],
+    out: Path,
+    settings: AnalyzeSettings,
+    tell: Step,
+) -> Analysis:
+    tell("audit")
+    findings = run_audit(tables)
+    _write_json(out / AUDIT, audit_document(snapshot, findings))
+    tell("backlog")
+    backlog_frame = backlog(tables)
+    backlog_frame.write.mode("overwrite").parquet(str(out / BACKLOG))
+    backlog_rows = spark.read.parquet(str(out / BACKLOG))
+    tell("storage")
+    storage(tables).write.mode("overwrite").parquet(str(out / STORAGE))
+    storage_rows = spark.read.parquet(str(out / STORAGE))
+    tell("retention plan")
+    retention = write_retention_plan(spark, tables, snapshot, settings, out / RETENTION_PLAN)
+    tell("rebalance plan")
+    plan = write_rebalance_plan(spark, tables, snapshot, settings, out / REBALANCE_PLAN)
+    tell("summary")
+    summary = _summary(snapshot, tables, counts, findings, backlog_rows, storage_rows, settings)
+    summary["retention"] = retention
+    summary["rebalance"] = _plan_summary(plan)
+    _write_json(out / SUMMARY, summary)
+    tell("report")
+    (out / REPORT).write_text(render_report(_report_data(summary, plan, findings, backlog_rows)))
+    return Analysis(out, summary)
+
+
+# Tables -------------------------------------------------------------------------------------
+
+
+def write_tables(spark: SparkSession, snapshot: Snapshot, folder: Path) -> dict[str, int]:
+    """Parse the snapshot's keys and write one Parquet folder per kind present (and
+    `unknown`); the count of keys of each kind.
+
+    The keys are classified in one pass and written grouped by kind (in a scratch folder,
+    removed after): each kind's table then reads its own keys only, instead of every table
+    scanning all of them."""
+    shutil.rmtree(folder, ignore_errors=True)
+    scratch = folder / CLASSIFIED
+    classify(snapshot_frame(spark, snapshot)).write.partitionBy("kind").parquet(str(scratch))
+    classified = spark.read.parquet(str(scratch))
+    counts = {
+        row["kind"] or UNKNOWN: row["count"] for row in classified.groupBy("kind").count().collect()
+    }
+    tables = dict(parse_tables(classified))
+
+    def write(name: str) -> None:
+        tables[name].write.parquet(str(folder / name))
+
+    with ThreadPoolExecutor(CONCURRENT_JOBS) as pool:
+        list(pool.map(write, counts))
+    shutil.rmtree(scratch)
+    return dict(sorted(counts.items()))
+
+
+# Audit --------------------------------------------------------------------------------------
+
+_SEVERITY_ORDER = {name: index for index, name in enumerate(SEVERITIES)}
+
+
+def run_audit(tables: Tables, checks: list[Check] | None = None) -> list[dict[str, Any]]:
+    """Every finding, errors first. A job per check: many small plans cost Spark less than
+    one plan with every check in it, and several run at once."""
+
+    def run(one: Check) -> list[dict[str, Any]]:
+        return [_finding(row) for row in one.run(tables).collect()]
+
+    with ThreadPoolExecutor(CONCURRENT_JOBS) as pool:
+        findings = [
+            f for found in pool.map(run, CHECKS if checks is None else checks) for f in found
+        ]
+    findings.sort(key=lambda f: (_SEVERITY_ORDER[f["severity"]], f["check"], f["subject"] or ""))
+    return findings
+
+
+def _finding(row: Row) -> dict[str, Any]:
+    return {
+        "check": row["check"],
+        "severity": row["severity"],
+        "subject": row["subject"],
+        "keys": list(row["keys"] or []),
+        "message": row["message"],
+    }
+
+
+def audit_document(snapshot: Snapshot, findings: list[dict[str, Any]]) -> dict[str, Any]:
+    severities = Counter(finding["severity"] for finding in findings)
+    return {
+        "snapshot": snapshot.describe(),
+        "severities": {name: severities.get(name, 0) for name in SEVERITIES},
+        "checks": dict(sorted(Counter(finding["check"] for finding in findings).items())),
+        "findings": findings,
+    }
+
+
+# Retention ----------------------------------------------------------------------------------
+
+
+def write_retention_plan(
+    spark: SparkSession,
+    tables: Tables,
+    snapshot: Snapshot,
+    settings: AnalyzeSettings,
+    path: Path,
+) -> dict[str, Any]:
+    """Write the retention plan, its objects streamed from Spark; return its totals."""
+    schema = T.StructType(
+        [T.StructField("namespace", T.StringType()), T.StructField("seconds", T.LongType())]
+    )
+    overrides = spark.createDataFrame(list(settings.namespace_retention.items()), schema)
+    plan = retention_plan(tables, overrides, settings.retention_seconds, int(snapshot.taken_at))
+    ordered = plan.orderBy("namespace", "topic", "start_offset").toLocalIterator()
+    totals = RetentionTotals()
+    header = {
+        "snapshot": snapshot.describe(),
+        "retention": {
+            "default_seconds": settings.retention_seconds,
+            "namespaces": dict(settings.namespace_retention),
+        },
+    }
+    with path.open("w") as out:
+        out.write(
+            "{\n" + "".join(f"{json.dumps(k)}: {json.dumps(v)},\n" for k, v in header.items())
+        )
+        out.write('"objects": [')
+        for index, row in enumerate(ordered):
+            item = totals.count(_plain(row.asDict()))
+            out.write(("\n" if index == 0 else ",\n") + json.dumps(item))
+        out.write(f'\n],\n"totals": {json.dumps(totals.document())}\n}}\n')
+    return totals.document()
+
+
+@dataclass
+class RetentionTotals:
+    """Objects and bytes of a retention plan, in all and per namespace."""
+
+    objects: int = 0
+    size: int = 0
+    namespaces: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def count(self, item: dict[str, Any]) -> dict[str, Any]:
+        self.objects += 1
+        self.size += item["size"]
+        self.namespaces.setdefault(item["namespace"], Counter()).update(
+            objects=1, bytes=item["size"]
+        )
+        return item
+
+    def document(self) -> dict[str, Any]:
+        namespaces = {name: dict(counts) for name, counts in sorted(self.namespaces.items())}
+        return {"objects": self.objects, "bytes": self.size, "namespaces": namespaces}
+
+
+# Rebalance ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The rebalance plan as written: its document, and the loads it was planned from."""
+
+    document: dict[str, Any]
+    loads: list[BrokerLoad]
+    quotas: Quotas
+
+
+def write_rebalance_plan(
+    spark: SparkSession,
+    tables: Tables,
+    snapshot: Snapshot,
+    settings: AnalyzeSettings,
+    path: Path,
+) -> Plan:
+    loads = [
+        BrokerLoad(int(row["broker_id"]), row["mode"], row["registered"], row["topics"])
+        for row in broker_loads(tables).collect()
+    ]
+    quotas = plan_quotas(loads, settings.threshold, settings.max_moves)
+    moves = [_move(row) for row in chosen_moves(spark, tables, quotas).collect()]
+    moves.sort(key=lambda move: (move["reason"] != "drain", move["from"], move["topic"]))
+    after = _counts_after(loads, moves)
+    document = rebalance_document(snapshot, settings, loads, after, moves, quotas.notes)
+    _write_json(path, document)
+    return Plan(document, loads, quotas)
+
+
+def _move(row: Row) -> dict[str, Any]:
+    topic = TopicName(row["namespace"], row["topic"])
+    target = int(row["target"])
+    return {
+        "topic": topic.path,
+        "namespace": topic.namespace,
+        "name": topic.topic,
+        "from": str(int(row["source"])),
+        "to": str(target),
+        "reason": row["reason"],
+        "assignment_key": row["assignment_key"],
+        "assignment_mod_revision": row["assignment_mod_revision"],
+        "target_key": layout.assignment(target, topic),
+        "subscriptions": row["subscriptions"],
+    }
+
+
+def _counts_after(loads: list[BrokerLoad], moves: list[dict[str, Any]]) -> dict[int, int]:
+    """The counts the chosen moves leave (a quota may find fewer movable topics)."""
+    counts = {load.broker_id: load.topics for load in loads}
+    for move in moves:
+        counts[int(move["from"])] -= 1
+        counts[int(move["to"])] += 1
+    return counts
+
+
+def rebalance_document(
+    snapshot: Snapshot,
+    settings: AnalyzeSettings,
+    loads: list[BrokerLoad],
+    after: dict[int, int],
+    moves: list[dict[str, Any]],
+    notes: list[str],
+) -> dict[str, Any]:
+    """The reviewable plan: everything `metaplane rebalance apply` needs to move each topic
+    with compare-guarded transactions and to skip one that changed since the snapshot."""
+    before_balance, after_balance = balance_before(loads), balance_after(loads, after)
+    return {
+        "format": PLAN_FORMAT,
+        "format_version": PLAN_FORMAT_VERSION,
+        "snapshot": snapshot.describe(),
+        "metric": "topics per broker: coefficient of variation over the active brokers",
+        "threshold": settings.threshold,
+        "max_moves": settings.max_moves,
+        "balance_before": before_balance.as_dict(),
+        "balance_after": after_balance.as_dict(),
+        "threshold_met": after_balance.cv <= settings.threshold,
+        "brokers": [
+            {
+                "broker_id": str(load.broker_id),
+                "mode": load.mode,
+                "registered": load.registered,
+                "before": load.topics,
+                "after": after[load.broker_id],
+            }
+            for load in sorted(loads, key=lambda load: load.broker_id)
+        ],
+        "notes": notes,
+        "moves": moves,
+    }
+
+
+def _plan_summary(plan: Plan) -> dict[str, Any]:
+    document = plan.document
+    reasons = Counter(move["reason"] for move in document["moves"])
+    return {
+        "moves": len(document["moves"]),
+        "by_reason": dict(sorted(reasons.items())),
+        "threshold": document["threshold"],
+        "balance_before": document["balance_before"],
+        "balance_after": document["balance_after"],
+        "threshold_met": document["threshold_met"],
+    }
+
+
+# Summary and report -------------------------------------------------------------------------
+
+
+def _summary(
+    snapshot: Snapshot,
+    tables: Tables,
+    counts: dict[str, int],
+    findings: list[dict[str, Any]],
+    backlog_rows: DataFrame,
+    storage_rows: DataFrame,
+    settings: AnalyzeSettings,
+) -> dict[str, Any]:
+    leader = leadership(tables).first()
+    severities = Counter(finding["severity"] for finding in findings)
+    return {
+        "snapshot": snapshot.describe(),
+        "counts": {
+            "keys": sum(counts.values()),
+            "namespaces": topics(tables).select("namespace").distinct().count(),
+            "by_kind": counts,
+        },
+        "leader": {
+            "broker_id": _id(leader["leader"]) if leader else None,
+            "epoch": _plain(leader["epoch"]) if leader else None,
+        },
+        "brokers": [_plain(row.asDict()) for row in broker_summary(tables).collect()],
+        "backlog": _backlog_summary(backlog_rows, settings.top_backlogs),
+        "storage": _storage_summary(storage_rows),
+        "audit": {
+            "findings": len(findings),
+            "severities": {name: severities.get(name, 0) for name in SEVERITIES},
+        },
+    }
+
+
+def _backlog_summary(rows: DataFrame, top: int) -> dict[str, Any]:
+    total = rows.agg(
+        F.count(F.lit(1)).alias("subscriptions"),
+        F.sum("backlog").alias("messages"),
+        F.count("backlog").alias("known"),
+    ).first()
+    assert total is not None
+    return {
+        "subscriptions": total["subscriptions"],
+        "with_known_backlog": total["known"],
+        "messages": _plain(total["messages"]) or 0,
+        "largest": [_plain(row.asDict()) for row in largest_backlogs(rows, top).collect()],
+        "distribution": [_plain(row.asDict()) for row in backlog_histogram(rows).collect()],
+    }
+
+
+def _storage_summary(rows: DataFrame) -> dict[str, Any]:
+    levels = {"cluster": [], "namespace": []}  # type: dict[str, list[dict[str, Any]]]
+    for row in rows.where(F.col("level") != "topic").orderBy("namespace").collect():
+        levels[row["level"]].append(_plain(row.asDict()))
+    cluster = levels["cluster"][0] if levels["cluster"] else {"objects": 0, "bytes": 0}
+    return {
+        "objects": cluster["objects"],
+        "bytes": cluster["bytes"] or 0,
+        "namespaces": [
+            {"namespace": item["namespace"], "objects": item["objects"], "bytes": item["bytes"]}
+            for item in levels["namespace"]
+        ],
+    }
+
+
+def _report_data(
+    summary: dict[str, Any], plan: Plan, findings: list[dict[str, Any]], backlog_rows: DataFrame
+) -> ReportData:
+    document = plan.document
+    bars = [
+        BrokerBars(
+            broker["broker_id"],
+            broker["mode"] if broker["registered"] else "unregistered",
+            broker["before"],
+            broker["after"],
+        )
+        for broker in document["brokers"]
+    ]
+    distribution = summary["backlog"]["distribution"]
+    return ReportData(
+        snapshot=summary["snapshot"],
+        counts={
+            "keys": summary["counts"]["keys"],
+            "brokers": len(document["brokers"]),
+            "topics": summary["counts"]["by_kind"].get(KeyKind.TOPIC_ROOT.value, 0),
+            "subscriptions": summary["backlog"]["subscriptions"],
+            "findings": len(findings),
+            "moves": len(document["moves"]),
+        },
+        brokers=bars,
+        balance_before=document["balance_before"],
+        balance_after=document["balance_after"],
+        threshold=document["threshold"],
+        moves=len(document["moves"]),
+        backlog=[(item["digits"], item["subscriptions"]) for item in distribution],
+        storage=[
+            (item["namespace"], item["bytes"] or 0, item["objects"])
+            for item in summary["storage"]["namespaces"]
+        ],
+        findings=findings,
+        severities={k: v for k, v in summary["audit"]["severities"].items() if v},
+        retention=summary.get("retention", {}),
+    )
+
+
+# JSON ---------------------------------------------------------------------------------------
+
+_ID_FIELDS = frozenset({"broker_id", "producer_id", "consumer_id", "leader", "from_broker"})
+
+
+def _id(value: object) -> str | None:
+    return None if value is None else str(int(value))  # type: ignore[call-overload]
+
+
+def _plain(value: Any, name: str = "") -> Any:
+    """A Spark value as JSON: u64 ids as strings (JavaScript and jq read numbers as doubles),
+    other decimals as integers."""
+    if isinstance(value, Row):
+        value = value.asDict()
+    if isinstance(value, dict):
+        return {key: _plain(item, key) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item, name) for item in value]
+    if isinstance(value, Decimal):
+        return str(int(value)) if name in _ID_FIELDS else int(value)
+    return value
+
+
+def _write_json(path: Path, document: object) -> None:
+    path.write_text(json.dumps(document, indent=2) + "\n")

@@ -1,0 +1,263 @@
+"""The snapshot format: every key of a store read at one revision, as Parquet files (key,
+value, create_revision, mod_revision, version, lease, revision) beside a manifest,
+snapshot.json. Written here from Python (export, etcdctl, synth); read by Spark.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import msgspec
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from metaplane.pipeline._errors import SnapshotError
+from metaplane.store import Entry
+
+FORMAT = "metaplane-snapshot"
+FORMAT_VERSION = 1
+MANIFEST = "snapshot.json"
+KEYS_FOLDER = "keys"
+
+ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("value", pa.binary(), nullable=False),
+        pa.field("create_revision", pa.int64(), nullable=False),
+        pa.field("mod_revision", pa.int64(), nullable=False),
+        pa.field("version", pa.int64(), nullable=False),
+        pa.field("lease", pa.int64(), nullable=False),
+        pa.field("revision", pa.int64(), nullable=False),
+    ]
+)
+SPARK_SCHEMA = T.StructType(
+    [
+        T.StructField("key", T.StringType(), False),
+        T.StructField("value", T.BinaryType(), False),
+        *(T.StructField(name, T.LongType(), False) for name in ARROW_SCHEMA.names[2:]),
+    ]
+)
+
+
+class _Manifest(msgspec.Struct, frozen=True, kw_only=True):
+    format: str
+    format_version: int
+    revision: int
+    keys: int
+    source: str
+    taken_at: float
+    files: list[str]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A snapshot on disk: its folder and what its manifest says.
+
+    `revision` is the store revision every key was read at; `taken_at` the Unix time it was
+    taken (the "now" of retention); `source` where it came from (a store URL, a file, synth).
+    """
+
+    folder: Path
+    revision: int
+    keys: int
+    source: str
+    taken_at: float
+    files: tuple[str, ...] = field(default=())
+
+    @property
+    def paths(self) -> list[str]:
+        return [str(self.folder / name) for name in self.files]
+
+    def describe(self) -> dict[str, object]:
+        """The manifest's facts, as the outputs repeat them."""
+        return {
+            "revision": self.revision,
+            "keys": self.keys,
+            "source": self.source,
+            "taken_at": self.taken_at,
+        }
+
+
+def read_snapshot(folder: Path) -> Snapshot:
+    """The snapshot in `folder`; a missing, partial or foreign folder is a `SnapshotError`."""
+    manifest_path = folder / MANIFEST
+    try:
+        manifest = msgspec.json.decode(manifest_path.read_bytes(), type=_Manifest)
+    except FileNotFoundError:
+        raise SnapshotError(
+            f"{folder}: no {MANIFEST}; not a snapshot (or an unfinished one)"
+        ) from None
+    except (OSError, msgspec.MsgspecError) as error:
+        raise SnapshotError(f"{manifest_path}: not a snapshot manifest: {error}") from None
+    if manifest.format != FORMAT or manifest.format_version != FORMAT_VERSION:
+        raise SnapshotError(
+            f"{manifest_path}: format {manifest.format!r} v{manifest.format_version}; "
+            f"this version reads {FORMAT!r} v{FORMAT_VERSION}"
+        )
+    snapshot = Snapshot(
+        folder,
+        manifest.revision,
+        manifest.keys,
+        manifest.source,
+        manifest.taken_at,
+        tuple(manifest.files),
+    )
+    for path in snapshot.paths:
+        _check_file(Path(path))
+    return snapshot
+
+
+def _check_file(path: Path) -> None:
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, pa.ArrowException) as error:
+        raise SnapshotError(f"{path}: not a readable Parquet file: {error}") from None
+    if not schema.remove_metadata().equals(ARROW_SCHEMA, check_metadata=False):
+        raise SnapshotError(f"{path}: columns {schema.names}, expected {ARROW_SCHEMA.names}")
+
+
+def snapshot_frame(spark: SparkSession, snapshot: Snapshot) -> DataFrame:
+    """The snapshot's rows as a DataFrame (one row per key)."""
+    if not snapshot.files:
+        return spark.createDataFrame([], SPARK_SCHEMA)
+    return spark.read.schema(SPARK_SCHEMA).parquet(*snapshot.paths)
+
+
+class SnapshotWriter:
+    """Writes a snapshot, row by row, into a folder that must be new or empty.
+
+    Files go to `FOLDER.partial` and the folder appears whole when `close()` writes the
+    manifest; a failed write leaves nothing behind.
+    """
+
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        revision: int,
+        source: str,
+        taken_at: float | None = None,
+        rows_per_file: int = 2_000_000,
+        rows_per_group: int = 250_000,
+    ) -> None:
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+            raise SnapshotError(f"{folder}: exists and is not an empty folder")
+        self.folder = folder
+        self.revision = revision
+        self.source = source
+        self.taken_at = time.time() if taken_at is None else taken_at
+        self._partial = folder.with_name(folder.name + ".partial")
+        shutil.rmtree(self._partial, ignore_errors=True)
+        (self._partial / KEYS_FOLDER).mkdir(parents=True)
+        self._rows_per_file = rows_per_file
+        self._rows_per_group = rows_per_group
+        self._columns: list[list[object]] = [[] for _ in range(6)]
+        self._files: list[str] = []
+        self._writer: pq.ParquetWriter | None = None
+        self._in_file = 0
+        self._closed = False
+        self.count = 0
+
+    def add(
+        self,
+        key: str,
+        value: bytes,
+        create_revision: int,
+        mod_revision: int,
+        version: int,
+        lease: int = 0,
+    ) -> None:
+        """One key as the store holds it."""
+        row = (key, value, create_revision, mod_revision, version, lease)
+        for column, item in zip(self._columns, row, strict=True):
+            column.append(item)
+        if len(self._columns[0]) >= self._rows_per_group:
+            self._flush()
+
+    def add_entries(self, entries: Iterable[Entry]) -> None:
+        for entry in entries:
+            self.add(
+                entry.key,
+                entry.value,
+                entry.create_revision,
+                entry.mod_revision,
+                entry.version,
+                entry.lease,
+            )
+
+    def _flush(self) -> None:
+        rows = len(self._columns[0])
+        if not rows:
+            return
+        arrays = [
+            pa.array(column, kind) for column, kind in zip(self._columns, _TYPES, strict=True)
+        ]
+        arrays.append(pa.array([self.revision] * rows, pa.int64()))
+        table = pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)
+        self._file_writer().write_table(table)
+        self._in_file += rows
+        self.count += rows
+        self._columns = [[] for _ in range(6)]
+        if self._in_file >= self._rows_per_file:
+            self._close_file()
+
+    def _file_writer(self) -> pq.ParquetWriter:
+        if self._writer is None:
+            name = f"{KEYS_FOLDER}/part-{len(self._files):05d}.parquet"
+            self._files.append(name)
+            self._writer = pq.ParquetWriter(self._partial / name, ARROW_SCHEMA)
+        return self._writer
+
+    def _close_file(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+            self._in_file = 0
+
+    def close(self) -> Snapshot:
+        """Write what is buffered and the manifest; the snapshot then exists."""
+        self._flush()
+        self._close_file()
+        manifest = _Manifest(
+            format=FORMAT,
+            format_version=FORMAT_VERSION,
+            revision=self.revision,
+            keys=self.count,
+            source=self.source,
+            taken_at=self.taken_at,
+            files=self._files,
+        )
+        (self._partial / MANIFEST).write_bytes(msgspec.json.format(msgspec.json.encode(manifest)))
+        if self.folder.exists():
+            self.folder.rmdir()
+        self._partial.rename(self.folder)
+        self._closed = True
+        return read_snapshot(self.folder)
+
+    def abort(self) -> None:
+        """Drop everything written so far."""
+        self._close_file()
+        shutil.rmtree(self._partial, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None or not self._closed:
+            self.abort()
+
+
+_TYPES = [field.type for field in ARROW_SCHEMA][:6]

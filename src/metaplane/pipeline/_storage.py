@@ -1,0 +1,102 @@
+"""Tiered storage: bytes and objects per topic, per namespace and in all; and the retention
+plan, the objects every subscription has consumed and that are older than their namespace's
+retention.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from metaplane.layout import KeyKind
+from metaplane.pipeline._tables import Tables
+from metaplane.pipeline._values import U64_TYPE
+from metaplane.pipeline._views import TOPIC, objects, subscriptions, topics
+
+CONSUMED = "consumed"
+NO_SUBSCRIPTIONS = "no-subscriptions"
+
+
+def storage(tables: Tables) -> DataFrame:
+    """Objects and bytes rolled up: a row per topic (`level` "topic"), per namespace (topic
+    null, "namespace") and one for the cluster (both null, "cluster")."""
+    level = (
+        F.when(F.grouping_id() == 0, "topic")
+        .when(F.grouping_id() == 1, "namespace")
+        .otherwise("cluster")
+    )
+    completed = F.when(F.col("completed"), F.col("size"))
+    return (
+        objects(tables)
+        .rollup(*TOPIC)
+        .agg(
+            level.alias("level"),
+            F.count(F.lit(1)).alias("objects"),
+            F.sum("size").alias("bytes"),
+            F.count(completed).alias("completed_objects"),
+            F.coalesce(F.sum(completed), F.lit(0)).alias("completed_bytes"),
+            F.min("start_offset").alias("first_offset"),
+            F.max("end_offset").alias("last_offset"),
+            F.min("created_at").alias("oldest_created_at"),
+            F.max("created_at").alias("newest_created_at"),
+        )
+    )
+
+
+def retention_plan(
+    tables: Tables, retention: DataFrame, default_seconds: int, now: int
+) -> DataFrame:
+    """The objects that can go: completed, not the topic's last or current one, every
+    subscription's cursor at or past their end (or the topic has none), and older than the
+    namespace's retention (`retention`: namespace, seconds; else `default_seconds`) at `now`.
+    """
+    keep = _kept_objects(tables)
+    horizon = F.lit(now) - F.coalesce(F.col("seconds"), F.lit(default_seconds))
+    slowest = F.col("slowest_cursor")
+    candidates = (
+        objects(tables)
+        .where(F.col("completed"))
+        .join(topics(tables).select(*TOPIC), TOPIC)
+        .join(keep, [*TOPIC, "offset"], "left_anti")
+        .join(_slowest_cursors(tables), TOPIC, "left")
+        .join(retention, "namespace", "left")
+        .where(F.col("created_at") <= horizon)
+        .where(slowest.isNull() | (F.col("end_offset") <= slowest))
+    )
+    reason = F.when(slowest.isNull(), NO_SUBSCRIPTIONS).otherwise(CONSUMED)
+    return candidates.select(
+        *TOPIC,
+        "key",
+        "object_id",
+        "start_offset",
+        "end_offset",
+        "size",
+        "created_at",
+        "mod_revision",
+        reason.alias("reason"),
+    )
+
+
+def _kept_objects(tables: Tables) -> DataFrame:
+    """Per topic, the object with the highest start offset (the one being written to) and
+    the one `objects/cur` points at, should they differ."""
+    order = Window.partitionBy(*TOPIC).orderBy(F.col("offset").desc())
+    last = (
+        objects(tables)
+        .select(*TOPIC, "offset", F.row_number().over(order).alias("rank"))
+        .where(F.col("rank") == 1)
+        .drop("rank")
+    )
+    current = (
+        tables[KeyKind.STORAGE_CUR]
+        .where(F.col("valid"))
+        .select(*TOPIC, F.col("value.start").try_cast(U64_TYPE).alias("offset"))
+    )
+    return last.unionByName(current)
+
+
+def _slowest_cursors(tables: Tables) -> DataFrame:
+    """Per topic with subscriptions, the lowest cursor; -1 when one has none (nothing
+    acknowledged), so that it holds every object back."""
+    cursor = F.coalesce(F.col("cursor").cast("decimal(21,0)"), F.lit(-1))
+    return subscriptions(tables).groupBy(*TOPIC).agg(F.min(cursor).alias("slowest_cursor"))

@@ -1,0 +1,92 @@
+"""The audit: every check fires on the fault injected for it and names its keys, nothing fires
+that was not injected, the checks a synthetic cluster cannot carry fire on crafted snapshots,
+and a clean synthetic cluster yields no finding at all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from metaplane import layout
+from metaplane.layout import TopicName
+from metaplane.pipeline import (
+    AUDIT,
+    CHECKS,
+    SynthSpec,
+    audit,
+    classify,
+    parse_tables,
+    read_tables,
+    run_audit,
+    snapshot_frame,
+    synth_snapshot,
+    write_tables,
+)
+from metaplane.resources import BrokerMode, BrokerState, encode
+from tests.pipeline.conftest import FaultsAnalysis, write_snapshot
+
+# One snapshot holds one leader: these are crafted below instead.
+CRAFTED = {"no-leader", "leader-not-registered", "drained-broker-has-topics"}
+CRAFTED |= {"partition-count-mismatch"}
+INJECTED = sorted(check.name for check in CHECKS if check.name not in CRAFTED)
+SEVERITY = {check.name: check.severity for check in CHECKS}
+REGISTRATION = b'{"admin_addr":"a","advertised_addr":"b","broker_addr":"c"}'
+
+
+def test_synth_injects_every_other_check(faults_analysis: FaultsAnalysis) -> None:
+    assert sorted(faults_analysis.expected) == INJECTED
+
+
+@pytest.mark.parametrize("check", INJECTED)
+def test_injected_fault_is_found(faults_analysis: FaultsAnalysis, check: str) -> None:
+    findings = [f for f in faults_analysis.json(AUDIT)["findings"] if f["check"] == check]
+    assert findings, f"{check} found nothing"
+    reported = {key for finding in findings for key in finding["keys"]}
+    assert set(faults_analysis.expected[check]) <= reported
+    for finding in findings:
+        assert finding["severity"] == SEVERITY[check]
+        assert finding["message"] and finding["subject"]
+
+
+def test_nothing_fires_that_was_not_injected(faults_analysis: FaultsAnalysis) -> None:
+    audit = faults_analysis.json(AUDIT)
+    assert set(audit["checks"]) == set(INJECTED)
+    assert sum(audit["severities"].values()) == len(audit["findings"])
+
+
+def _crafted(spark: SparkSession, folder: Path, rows: list[tuple[str, bytes]]) -> set[str]:
+    """The crafted checks' findings on `rows`, from tables parsed in memory."""
+    snapshot = write_snapshot(folder / "snapshot", rows)
+    tables = parse_tables(classify(snapshot_frame(spark, snapshot)))
+    checks = [check for check in CHECKS if check.name in CRAFTED]
+    return {row["check"] for row in audit(tables, checks).collect()}  # one job, not four
+
+
+def test_crafted_leadership_and_partitions(spark: SparkSession, tmp_path: Path) -> None:
+    parted = TopicName("default", "parted")
+    drained = encode(BrokerState(mode=BrokerMode.DRAINED, reason="upgrade"))
+    rows = [
+        (layout.broker_registration(1), REGISTRATION),
+        (layout.broker_state(1), drained),
+        (layout.assignment(1, parted.partition(0)), b"null"),
+        (layout.leader(), b"3"),
+        (layout.topic_root(parted), b"3"),
+        (layout.topic_root(parted.partition(0)), b"0"),
+        (layout.topic_root(parted.partition(5)), b"0"),
+    ]
+    found = _crafted(spark, tmp_path, rows)
+    assert found == CRAFTED - {"no-leader"}
+
+
+def test_crafted_no_leader(spark: SparkSession, tmp_path: Path) -> None:
+    rows = [(layout.broker_registration(1), REGISTRATION)]
+    assert _crafted(spark, tmp_path, rows) == {"no-leader"}
+
+
+def test_clean_synthetic_cluster_has_no_finding(spark: SparkSession, tmp_path: Path) -> None:
+    spec = SynthSpec(brokers=4, topics=240, draining=1, seed=7)
+    snapshot = synth_snapshot(spec, tmp_path / "snapshot")
+    write_tables(spark, snapshot, tmp_path / "tables")
+    assert run_audit(read_tables(spark, tmp_path / "tables").cached()) == []

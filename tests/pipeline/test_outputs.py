@@ -1,0 +1,163 @@
+"""The outputs of `metaplane analyze`, checked against the same figures computed in plain
+Python from the snapshot (layout.parse and resources.decode): counts, backlog, storage and
+the retention plan."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from metaplane.layout import KeyKind, LayoutError, parse
+from metaplane.pipeline import (
+    AUDIT,
+    BACKLOG,
+    REBALANCE_PLAN,
+    REPORT,
+    RETENTION_PLAN,
+    STORAGE,
+    SUMMARY,
+    TABLES,
+    read_snapshot,
+)
+from metaplane.resources import CurrentObject, MalformedValue, ObjectDescriptor, SealedState, decode
+from tests.pipeline.conftest import FaultsAnalysis
+
+Topic = tuple[str, str]
+WEEK = 7 * 86_400
+
+
+@dataclass
+class Expected:
+    """What the outputs must say, worked out key by key."""
+
+    kinds: defaultdict[str, int] = field(default_factory=lambda: defaultdict(int))
+    objects: dict[Topic, list[tuple[int, ObjectDescriptor, str]]] = field(default_factory=dict)
+    cursors: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    subscriptions: set[tuple[str, str, str]] = field(default_factory=set)
+    sealed: dict[Topic, int] = field(default_factory=dict)
+    current: dict[Topic, int] = field(default_factory=dict)
+    topics: set[Topic] = field(default_factory=set)
+
+    def last_committed(self, topic: Topic) -> int | None:
+        ends = [o.end_offset for _, o, _ in self.objects.get(topic, []) if o.completed]
+        ends += [self.sealed[topic]] if topic in self.sealed else []
+        return max(ends) if ends else None
+
+
+def _expected(folder: Path) -> tuple[Expected, float]:
+    snapshot = read_snapshot(folder)
+    rows = pa.concat_tables([pq.read_table(path) for path in snapshot.paths]).to_pylist()
+    expected = Expected()
+    for row in rows:
+        try:
+            parsed = parse(row["key"])
+        except LayoutError:
+            expected.kinds["unknown"] += 1
+            continue
+        expected.kinds[parsed.kind.value] += 1
+        if parsed.kind is KeyKind.SUBSCRIPTION:  # a subscription is its key, whatever its value
+            expected.subscriptions.add((parsed.namespace, parsed.topic, parsed.subscription))
+        try:
+            value = decode(parsed.kind, row["value"])
+        except MalformedValue:
+            continue
+        _note(expected, parsed.kind, parsed, value, row["key"])
+    return expected, snapshot.taken_at
+
+
+def _note(expected: Expected, kind: KeyKind, parsed: Any, value: Any, key: str) -> None:
+    topic = (parsed.namespace, parsed.topic)
+    if kind is KeyKind.STORAGE_OBJECT:
+        expected.objects.setdefault(topic, []).append((parsed.offset, value, key))
+    elif kind is KeyKind.CURSOR:
+        expected.cursors[(*topic, parsed.subscription)] = value
+    elif kind is KeyKind.STORAGE_STATE and isinstance(value, SealedState):
+        expected.sealed[topic] = value.last_committed_offset
+    elif kind is KeyKind.STORAGE_CUR and isinstance(value, CurrentObject):
+        expected.current[topic] = value.offset
+    elif kind is KeyKind.TOPIC_ROOT:
+        expected.topics.add(topic)
+
+
+@pytest.fixture(scope="module")
+def expected(faults_analysis: FaultsAnalysis) -> tuple[Expected, float]:
+    return _expected(faults_analysis.snapshot)
+
+
+def _parquet(folder: Path) -> list[dict[str, Any]]:
+    return pq.read_table(folder).to_pylist()  # type: ignore[no-any-return]
+
+
+def test_every_output_is_written(faults_analysis: FaultsAnalysis) -> None:
+    for name in (SUMMARY, AUDIT, BACKLOG, STORAGE, RETENTION_PLAN, REBALANCE_PLAN, REPORT):
+        assert (faults_analysis.out / name).exists(), name
+    counts = faults_analysis.json(SUMMARY)["counts"]["by_kind"]
+    assert sorted(path.name for path in (faults_analysis.out / TABLES).iterdir()) == sorted(counts)
+
+
+def test_summary_counts_every_kind(
+    faults_analysis: FaultsAnalysis, expected: tuple[Expected, float]
+) -> None:
+    summary = faults_analysis.json(SUMMARY)
+    assert summary["counts"]["by_kind"] == dict(expected[0].kinds)
+    assert summary["counts"]["keys"] == read_snapshot(faults_analysis.snapshot).keys
+    brokers = {broker["broker_id"] for broker in summary["brokers"]}
+    assert summary["leader"]["broker_id"] in brokers
+    assert any(int(broker) >= 2**63 for broker in brokers)
+    assert summary["audit"]["findings"] == len(faults_analysis.json(AUDIT)["findings"])
+
+
+def test_backlog_is_last_committed_minus_cursor(
+    faults_analysis: FaultsAnalysis, expected: tuple[Expected, float]
+) -> None:
+    model = expected[0]
+    rows = _parquet(faults_analysis.out / BACKLOG)
+    assert {(r["namespace"], r["topic"], r["subscription"]) for r in rows} == model.subscriptions
+    for row in rows:
+        topic = (row["namespace"], row["topic"])
+        last = model.last_committed(topic)
+        cursor = model.cursors.get((*topic, row["subscription"]))
+        want = None if last is None else max(last - (cursor if cursor is not None else -1), 0)
+        assert row["backlog"] == want, row
+    largest = faults_analysis.json(SUMMARY)["backlog"]["largest"]
+    assert [item["backlog"] for item in largest] == sorted(
+        (item["backlog"] for item in largest), reverse=True
+    )
+
+
+def test_storage_rolls_up_objects_and_bytes(
+    faults_analysis: FaultsAnalysis, expected: tuple[Expected, float]
+) -> None:
+    objects = [o for items in expected[0].objects.values() for _, o, _ in items]
+    rows = _parquet(faults_analysis.out / STORAGE)
+    cluster = [row for row in rows if row["level"] == "cluster"]
+    assert [(c["objects"], c["bytes"]) for c in cluster] == [
+        (len(objects), sum(o.size for o in objects))
+    ]
+    namespaces = [row for row in rows if row["level"] == "namespace"]
+    assert sum(row["bytes"] for row in namespaces) == cluster[0]["bytes"]
+    topics = [row for row in rows if row["level"] == "topic"]
+    assert sum(row["objects"] for row in topics) == len(objects)
+
+
+def test_retention_plan_holds_only_consumed_old_objects(
+    faults_analysis: FaultsAnalysis, expected: tuple[Expected, float]
+) -> None:
+    model, taken_at = expected
+    plan = faults_analysis.json(RETENTION_PLAN)
+    assert plan["objects"], "the synthetic cluster has objects past a week"
+    for item in plan["objects"]:
+        topic = (item["namespace"], item["topic"])
+        starts = [start for start, _, _ in model.objects[topic]]
+        assert item["start_offset"] not in (max(starts), model.current.get(topic))
+        assert item["created_at"] <= taken_at - WEEK
+        cursors = [model.cursors.get(sub, -1) for sub in model.subscriptions if sub[:2] == topic]
+        assert not cursors or item["end_offset"] <= min(cursors)
+        assert topic in model.topics
+    assert plan["totals"]["bytes"] == sum(item["size"] for item in plan["objects"])

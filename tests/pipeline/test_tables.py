@@ -1,0 +1,150 @@
+"""Keys parsed into typed tables: every kind of the layout is recognised by its own pattern,
+Spark tells well-formed values from malformed ones exactly as `metaplane.resources.decode`
+does on a corpus of both, and unsigned 64-bit ids come through unchanged."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from functools import reduce
+from pathlib import Path
+from typing import get_args, get_type_hints
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from metaplane.admin._tour import seed_examples
+from metaplane.layout import PATTERNS, KeyKind, ParsedKey, parse
+from metaplane.pipeline import U64_TYPE, Tables, classify, parse_tables, snapshot_frame
+from metaplane.resources import MalformedValue, decode
+from tests.pipeline.conftest import write_snapshot
+
+K = KeyKind
+SEED_PRODUCER = 13940288943180594845
+SUBSCRIPTION = (
+    b'{"consumer_id":%s,"consumer_name":"c","subscription_name":"s%d","subscription_type":%s}'
+)
+OBJECT = (
+    b'{"completed":true,"created_at":1768728599,"end_offset":29,"etag":null,'
+    b'"object_id":"data-0-29.dnb1","offset_index":%s,"size":%s,"start_offset":0}'
+)
+SAMPLES: list[tuple[KeyKind, bytes]] = [
+    (K.CURSOR, b"13"),
+    (K.CURSOR, b" 13\n"),
+    (K.CURSOR, b"-1"),
+    (K.CURSOR, b"1.5"),
+    (K.CURSOR, b'"13"'),
+    (K.CURSOR, b"18446744073709551615"),
+    (K.CURSOR, b"18446744073709551616"),
+    (K.CURSOR, b"not-a-number"),
+    (K.TOPIC_ROOT, b"4294967295"),
+    (K.TOPIC_ROOT, b"4294967296"),
+    (K.TOPIC_DELIVERY, b'"NonReliable"'),
+    (K.TOPIC_DELIVERY, b'"reliable"'),
+    (K.TOPIC_DELIVERY, b"Reliable"),
+    (K.ASSIGNMENT, b"null"),
+    (K.ASSIGNMENT, b"{}"),
+    (K.UNASSIGNED, b"null"),
+    (K.UNASSIGNED, b'{"reason":"unload","from_broker":12549595323552083708}'),
+    (K.UNASSIGNED, b'{"reason":"unload"}'),
+    (K.UNASSIGNED, b'{"reason":"unload","from_broker":-3}'),
+    (K.BROKER_STATE, b'{"mode":"draining","reason":"upgrade"}'),
+    (K.BROKER_STATE, b'{"mode":"sleeping","reason":"x"}'),
+    (K.BROKER_STATE, b'{"mode":"active","reason":5}'),
+    (K.BROKER_STATE, b'{"mode":"active","reason":"boot"'),
+    (K.SUBSCRIPTION, SUBSCRIPTION % (b"null", 1, b"2")),
+    (K.SUBSCRIPTION, SUBSCRIPTION % (b"18446744073709551615", 2, b"0")),
+    (K.SUBSCRIPTION, SUBSCRIPTION % (b"null", 3, b"3")),
+    (K.SUBSCRIPTION, SUBSCRIPTION % (b"1.5", 4, b"1")),
+    (K.SUBSCRIPTION, b"[]"),
+    (
+        K.LOAD_REPORT,
+        b'{"resources_usage":[{"resource":"CPU","usage":1.5}],"topic_list":[],"topics_len":0}',
+    ),
+    (K.LOAD_REPORT, b'{"resources_usage":[],"topic_list":["/a/b"],"topics_len":1.5}'),
+    (K.LOAD_REPORT, b'{"resources_usage":[{"resource":"CPU"}],"topic_list":[],"topics_len":0}'),
+    (K.STORAGE_OBJECT, OBJECT % (b"[[0,0]]", b"7164")),
+    (K.STORAGE_OBJECT, OBJECT % (b"[[0,0,1]]", b"7164")),
+    (K.STORAGE_OBJECT, OBJECT % (b"[[0,0]]", b"-1")),
+    (K.STORAGE_CUR, b'{"start":"00000000000000000030"}'),
+    (K.STORAGE_CUR, b'{"start":"30"}'),
+    (K.STORAGE_CUR, b'{"start":"99999999999999999999"}'),
+    (K.NAMESPACE_POLICY, b"{}"),
+    (K.NAMESPACE_POLICY, b'{"max_message_size":4294967296}'),
+    (K.STORAGE_STATE, b'{"sealed":true,"last_committed_offset":21,"broker_id":1,"timestamp":1}'),
+    (K.STORAGE_STATE, b'{"sealed":"yes","last_committed_offset":21,"broker_id":1,"timestamp":1}'),
+]
+
+
+def _key(kind: KeyKind, number: int) -> str:
+    """A key of `kind` of its own (singletons such as the leader key have one key only)."""
+    fields: dict[str, object] = {}
+    for name, hint in get_type_hints(ParsedKey).items():
+        if name != "kind":
+            fields[name] = number + 1 if int in get_args(hint) else f"{name[:3]}{number}"
+    return ParsedKey(kind, **fields).key  # type: ignore[arg-type]
+
+
+def _accepted(kind: KeyKind, value: bytes) -> bool:
+    try:
+        decode(kind, value)
+    except MalformedValue:
+        return False
+    return True
+
+
+def _rows() -> list[tuple[str, bytes]]:
+    rows = list(seed_examples())
+    seen = {key for key, _ in rows}
+    for number, (kind, value) in enumerate(SAMPLES, start=1000):
+        rows.append((_key(kind, number), value))
+    for number, kind in enumerate(PATTERNS, start=5000):
+        key = _key(kind, number)
+        if key not in seen and not any(parse(k).kind is kind for k in seen):
+            rows.append((key, b"null"))  # a kind without an example: its key, any value
+    return rows
+
+
+@pytest.fixture(scope="module")
+def tables(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Tables:
+    snapshot = write_snapshot(tmp_path_factory.mktemp("tables") / "snapshot", _rows())
+    return parse_tables(classify(snapshot_frame(spark, snapshot)).cache())
+
+
+def _read(tables: Tables) -> dict[str, tuple[str, bool]]:
+    """key → (kind, valid), from every table in one job."""
+    frames: list[DataFrame] = [
+        frame.select("key", F.lit(kind.value).alias("kind"), "valid")
+        for kind, frame in tables.kinds.items()
+    ]
+    rows = reduce(DataFrame.unionByName, frames).collect()
+    return {row["key"]: (row["kind"], row["valid"]) for row in rows}
+
+
+def test_every_key_gets_its_kind_and_the_runtimes_verdict(tables: Tables) -> None:
+    read = _read(tables)
+    rows = _rows()
+    assert tables.unknown.count() == 0
+    assert {kind for kind, _ in read.values()} == {kind.value for kind in PATTERNS}
+    for key, value in rows:
+        kind = parse(key).kind
+        assert read[key] == (kind.value, _accepted(kind, value)), (key, value)
+
+
+def test_u64_ids_come_through_intact(tables: Tables) -> None:
+    producer = tables[KeyKind.PRODUCER].where(F.col("valid")).first()
+    assert producer is not None
+    assert producer["producer_id"] == Decimal(SEED_PRODUCER)
+    assert producer["value"]["producer_id"] == Decimal(SEED_PRODUCER)
+    assert tables[KeyKind.PRODUCER].schema["producer_id"].dataType == U64_TYPE
+    states = tables[KeyKind.STORAGE_STATE].where(F.col("valid")).collect()
+    assert Decimal(10285063371164059634) in {row["value"]["broker_id"] for row in states}
+    top = tables[KeyKind.CURSOR].where(F.col("value") == Decimal(2**64 - 1)).count()
+    assert top == 1
+
+
+def test_unknown_keys_are_kept(spark: SparkSession, tmp_path: Path) -> None:
+    rows = [("/cluster/register/018", b"{}"), ("no-slash", b"x"), ("/topics/a", b"0")]
+    snapshot = write_snapshot(tmp_path / "snapshot", rows)
+    unknown = parse_tables(classify(snapshot_frame(spark, snapshot))).unknown
+    assert sorted(row["key"] for row in unknown.collect()) == sorted(key for key, _ in rows)
