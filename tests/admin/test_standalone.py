@@ -4,11 +4,13 @@ stopped with Ctrl-C (SIGINT), on the embedded store."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from metaplane import layout
@@ -75,6 +77,7 @@ def test_standalone_needs_a_shared_store() -> None:
     assert "error:" in result.output
 
 
+@pytest.mark.timeout(300)  # the cluster's story, then Spark's analysis of its snapshot
 async def test_the_demo_tells_its_story(tmp_path: Path) -> None:
     process = await asyncio.create_subprocess_exec(
         *METAPLANE,
@@ -84,7 +87,7 @@ async def test_the_demo_tells_its_story(tmp_path: Path) -> None:
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "COLUMNS": "120"},
     )
-    async with asyncio.timeout(240):
+    async with asyncio.timeout(280):
         out, err = await process.communicate()
     story = out.decode()
     assert process.returncode == 0, story + err.decode()
@@ -97,6 +100,8 @@ async def test_the_demo_tells_its_story(tmp_path: Path) -> None:
         "no offset used twice",
         "drained",
         "kv tree /",
+        "analysis of revision",
+        "report.html",
     ):
         assert chapter in story, chapter
     sealed_at = int(story.split("sealed it at offset ")[1].split()[0])
@@ -109,3 +114,10 @@ async def test_the_demo_tells_its_story(tmp_path: Path) -> None:
         KeyKind.DEFAULT_COMPATIBILITY_MODE,  # ours, written only when an operator sets it
     }
     assert seed_kinds <= written, seed_kinds - written
+    # The analysis of the live cluster's snapshot: a healthy cluster has no error finding.
+    analysis = tmp_path / ".metaplane" / "analysis"
+    assert (analysis / "report.html").stat().st_size > 0
+    audit = json.loads((analysis / "audit.json").read_text())
+    assert [f for f in audit["findings"] if f["severity"] == "error"] == []
+    summary = json.loads((analysis / "summary.json").read_text())
+    assert summary["counts"]["keys"] > 100 and summary["leader"]["epoch"] == 2

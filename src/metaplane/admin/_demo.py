@@ -1,11 +1,13 @@
 """`metaplane demo`, the main job: a local cluster of broker processes on the embedded store and
 a narrated scenario — topics created and spread, traffic, a broker killed and its topics
-reassigned, a topic moved with its offsets continuing, a broker drained. The store stays on
-disk afterwards, for `metaplane kv tree /`."""
+reassigned, a topic moved with its offsets continuing, a broker drained — then a snapshot of
+the live cluster analysed with Spark (`metaplane analyze`: audit, backlog, storage, plans and
+report.html). The store stays on disk afterwards, for `metaplane kv tree /`."""
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -15,9 +17,11 @@ import typer
 from rich.table import Table
 
 from metaplane import layout
+from metaplane.admin._analyze import run_analysis, show_analysis
 from metaplane.admin._brokers import brokers_json, brokers_table, read_brokers
-from metaplane.admin._console import DEFAULT_STORE, StoreURL, console, fail, run
+from metaplane.admin._console import DEFAULT_STORE, Output, StoreURL, console, fail, run
 from metaplane.admin._progress import spinner, until
+from metaplane.admin._snapshot import guarded
 from metaplane.admin._workload import SUBSCRIPTIONS, create_workload
 from metaplane.cluster import LocalCluster, move_topic
 from metaplane.layout import TopicName
@@ -189,6 +193,15 @@ class Scenario:
         await until(self.store, layout.cluster_prefix(), drained, what="drained", timeout=TIMEOUT)
         await self.show_brokers()
 
+    async def snapshot(self, folder: Path) -> None:
+        step(7, "snapshot the live cluster at one revision (metaplane snapshot export)")
+        from metaplane.pipeline import export_snapshot
+
+        shutil.rmtree(folder, ignore_errors=True)
+        with spinner("reading every key"):
+            taken = await export_snapshot(self.store, folder)
+        console.print(f"{taken.keys:,} keys at revision {taken.revision} in {folder}")
+
     async def show_brokers(self) -> None:
         console.print(brokers_table(brokers_json(await read_brokers(self.store))))
 
@@ -207,14 +220,29 @@ def demo(
     keep: Annotated[
         bool, typer.Option("--keep", help="Keep what the store holds (default: start afresh).")
     ] = False,
+    analyze: Annotated[
+        bool, typer.Option(help="End by analysing a snapshot of the cluster with Spark.")
+    ] = True,
 ) -> None:
     """The main job: a local cluster and a narrated scenario on the embedded store."""
     if store.startswith("memory://"):
         fail("a memory store lives in one process: the brokers need sqlite or etcd")
-    run(play(store, brokers, folder, keep))
+    snapshot = folder / "snapshot"
+    run(play(store, brokers, folder, keep, snapshot if analyze else None))
+    if analyze:
+        step(9, "analyse the snapshot with Spark (metaplane analyze)")
+        out = folder / "analysis"
+        from metaplane.pipeline import AnalyzeSettings
+
+        analysis = guarded(lambda: run_analysis(snapshot, out, AnalyzeSettings(), None, None))
+        show_analysis(analysis, Output.TABLE)
+        console.print(
+            "The same for any store or snapshot:\n"
+            f"    .venv/bin/metaplane analyze --store {store} --out {out}"
+        )
 
 
-async def play(url: str, brokers: int, folder: Path, keep: bool) -> None:
+async def play(url: str, brokers: int, folder: Path, keep: bool, snapshot: Path | None) -> None:
     async with open_store(url) as store:
         if not keep:
             await store.delete_prefix("/")
@@ -227,8 +255,10 @@ async def play(url: str, brokers: int, folder: Path, keep: bool) -> None:
             await scenario.kill()
             await scenario.move()
             await scenario.drain()
+            if snapshot is not None:
+                await scenario.snapshot(snapshot)
         finally:
-            step(7, "stop: every broker seals its topics and leaves")
+            step(8, "stop: every broker seals its topics and leaves")
             with spinner("stopping the brokers"):
                 await cluster.stop()
     console.print(

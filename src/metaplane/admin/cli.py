@@ -7,11 +7,15 @@ import typer
 
 from metaplane import __version__
 from metaplane.admin import (
+    _analyze,
     _brokers,
     _demo,
+    _kafka_import,
     _kv,
     _namespaces,
+    _rebalance,
     _schemas,
+    _snapshot,
     _standalone,
     _topics,
     _tour,
@@ -28,6 +32,10 @@ app = typer.Typer(
 app.command("demo")(_demo.demo)
 app.command("tour")(_tour.demo)
 app.command("standalone")(_standalone.standalone)
+app.add_typer(_snapshot.snapshot_app, name="snapshot")
+app.command("analyze")(_analyze.analyze)
+app.add_typer(_kafka_import.import_app, name="import")
+app.add_typer(_rebalance.rebalance_app, name="rebalance")
 app.add_typer(_schemas.app, name="schemas")
 app.add_typer(_kv.kv_app, name="kv")
 app.add_typer(_brokers.brokers_app, name="brokers")

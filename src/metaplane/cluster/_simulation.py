@@ -71,7 +71,7 @@ class SimulatedTopics:
         self.acknowledger: Acknowledger | None = None  # the BrokerNode, once wired
 
     async def load(self, topic: TopicName, start_offset: int) -> None:
-        subscriptions = sorted(await self._subscriptions.read_subscriptions(topic))
+        subscriptions = await self._read_subscriptions(topic)
         self.logs[topic] = _Log(start_offset, start_offset, subscriptions)
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._publish(), name="traffic")
@@ -99,6 +99,9 @@ class SimulatedTopics:
                 if log_.next_offset - log_.uploaded_to >= self.object_size:
                     owned = Compare.exists(layout.assignment(self.broker_id, topic))
                     await self._upload(topic, log_, owned)
+                    # Subscriptions come and go while a topic is served (one created just
+                    # after the topic was assigned here would otherwise never be acked).
+                    log_.subscriptions = await self._read_subscriptions(topic)
                 self._acknowledge(topic, log_)
 
     def _acknowledge(self, topic: TopicName, log_: _Log) -> None:
@@ -135,6 +138,9 @@ class SimulatedTopics:
             log.warning("object %s of %s not recorded: %s", descriptor.object_id, topic, error)
             return
         log_.uploaded_to = end + 1
+
+    async def _read_subscriptions(self, topic: TopicName) -> list[str]:
+        return sorted(await self._subscriptions.read_subscriptions(topic))
 
     async def _current(self, topic: TopicName) -> Versioned[CurrentObject] | None:
         entry = await self.store.get(layout.storage_cur(topic))
