@@ -8,9 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from metaplane import layout
 from metaplane.admin import _kv
+from metaplane.admin.cli import app
 from metaplane.resources import encode
 from metaplane.store import MetadataStore, Put
 from tests.admin.conftest import BACKENDS_WITH_URL
@@ -164,3 +166,28 @@ def put_keys(keys: list[str]) -> StoreWork:
 
 async def compact_now(store: MetadataStore) -> None:
     await store.compact(await store.revision())
+
+
+def test_the_store_comes_from_metaplane_store_when_not_given(cli: Cli) -> None:
+    cli("kv", "put", "/app/env", "from-the-env")
+    result = CliRunner().invoke(
+        app, ["kv", "get", "/app/env"], env={"COLUMNS": "200", "METAPLANE_STORE": cli.url}
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "from-the-env\n"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "bogus://somewhere",  # no such backend
+        "etcd://",  # no endpoint
+        "sqlite:///nonexistent-folder/below/metaplane.db",  # a folder that is not there
+    ],
+)
+def test_a_bad_store_url_is_one_line(cli: Cli, url: str) -> None:
+    result = CliRunner().invoke(app, ["kv", "get", "/x", "--store", url], env={"COLUMNS": "200"})
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert "Traceback" not in result.output

@@ -179,26 +179,6 @@ async def test_draining_empties_a_broker(store: MetadataStore, cluster: list[Nod
     assert await all_assigned(store, topics, [1, 3])
 
 
-async def test_a_cursor_is_written_on_the_timer(store: MetadataStore) -> None:
-    topics = await create_topics(store, 1)
-    topic = topics[0]
-    await store.put(layout.assignment(9, topic), b"null")
-    batcher = CursorBatcher(store, 9, every=1000, interval=1.0)
-    await batcher.start()
-    try:
-        start = await store.revision()
-        batcher.ack(topic, "sub", 41)
-        batcher.ack(topic, "sub", 42)  # no more acks after this: the timer must write it
-        async with (
-            asyncio.timeout(5),
-            store.watch(layout.cursor(topic, "sub"), start_revision=start) as watch,
-        ):
-            batch = await anext(watch)
-        assert batch.events[0].entry.value == b"42"
-    finally:
-        await batcher.stop()
-
-
 async def test_a_thousand_acks_write_at_once(store: MetadataStore) -> None:
     topic = (await create_topics(store, 1))[0]
     await store.put(layout.assignment(9, topic), b"null")
@@ -216,14 +196,6 @@ async def test_a_thousand_acks_write_at_once(store: MetadataStore) -> None:
         assert batch.events[0].entry.value == b"999"
     finally:
         await batcher.stop()
-
-
-async def test_a_former_owner_never_writes_a_cursor(store: MetadataStore) -> None:
-    topic = (await create_topics(store, 1))[0]
-    batcher = CursorBatcher(store, 9, every=1, interval=3600)  # broker 9 does not own it
-    batcher.ack(topic, "sub", 7)
-    assert await batcher.flush(topic) is None
-    assert await store.get(layout.cursor(topic, "sub")) is None
 
 
 async def test_storage_objects_stay_contiguous_across_hand_overs(store: MetadataStore) -> None:

@@ -4,11 +4,13 @@ broker with no marker left."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from pathlib import Path
 
 import pytest
 
+from metaplane import layout
 from metaplane.layout import TopicName
 from metaplane.resources import ClusterManager, OwnershipManager
 from metaplane.store import MetadataStore, connect_store
@@ -24,6 +26,33 @@ async def placed_once_on(store: MetadataStore, topics: list[TopicName], brokers:
     found = await owners(store, brokers)
     placed = sorted(topic for owned in found.values() for topic in owned)
     return placed == sorted(topics) and not await OwnershipManager(store).unassigned()
+
+
+async def only_survivors(store: MetadataStore, topics: list[TopicName], victim: int) -> bool:
+    """Every topic on exactly one survivor, no marker, nothing left of the victim: not an
+    assignment, not its load report."""
+    survivors = [b for b in (1, 2, 3) if b != victim]
+    return (
+        await placed_once_on(store, topics, survivors)
+        and not (await owners(store, [victim]))[victim]
+        and await store.get(layout.load_report(victim)) is None
+    )
+
+
+async def reports_again(store: MetadataStore, brokers: list[int]) -> None:
+    """Wait until each of `brokers` has written a load report after now: the cluster has
+    gone on working for a while (a load report every 0.5 s, a LoadManager cycle every
+    0.1 s)."""
+    start = await store.revision()
+    waiting = {layout.load_report(broker) for broker in brokers}
+    async with (
+        asyncio.timeout(30),
+        store.watch(layout.load_reports_prefix(), start_revision=start + 1) as watch,
+    ):
+        async for batch in watch:
+            waiting -= {event.entry.key for event in batch.events}
+            if not waiting:
+                return
 
 
 @pytest.mark.timeout(120)
@@ -44,9 +73,14 @@ async def test_a_killed_broker_loses_its_topics(store_url: str) -> None:
             assert lost
             await children[victim].kill(signal.SIGKILL)
             survivors = [b for b in (1, 2, 3) if b != victim]
-            await converged(store, lambda: placed_once_on(store, topics, survivors), 30)
+            await converged(store, lambda: only_survivors(store, topics, victim), 30)
             after = await owners(store, survivors)
             assert lost <= after[survivors[0]] | after[survivors[1]]
+            # Quiescence: the survivors go on reporting and leading; nothing changes.
+            await reports_again(store, survivors)
+            await reports_again(store, survivors)
+            assert await only_survivors(store, topics, victim)
+            assert await owners(store, survivors) == after
         finally:
             for child in children.values():
                 await child.kill(signal.SIGTERM)
