@@ -33,7 +33,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         raise pytest.UsageError(f"unknown backends {unknown} on {metafunc.definition.name}")
     if marker is not None and "reason" not in marker.kwargs:
         raise pytest.UsageError(f"{metafunc.definition.name}: a backend subset needs a reason")
-    metafunc.parametrize("backend", names)
+    # Every backend appears; the ones outside the subset are skipped with its reason, so
+    # that `-ra` shows what a case does not cover and why.
+    reason = marker.kwargs["reason"] if marker is not None else ""
+    metafunc.parametrize(
+        "backend",
+        [
+            name
+            if name in names
+            else pytest.param(name, marks=pytest.mark.skip(reason=f"not on {name}: {reason}"))
+            for name in BACKENDS
+        ],
+    )
 
 
 @pytest.fixture(scope="session")

@@ -163,3 +163,9 @@ async def test_other_bad_arguments(store: MetadataStore) -> None:
     with pytest.raises(InvalidRequest):
         store.watch("/", start_revision=0)
     assert await store.get("/k") is None
+
+
+def test_the_limits_are_the_contracts() -> None:
+    """The contract's limits, as literals: a changed constant must fail here."""
+    assert MAX_VALUE_BYTES == 1_048_576  # 1 MiB: under etcd's 1.5 MiB request limit
+    assert MAX_KEY_BYTES == 4096

@@ -106,6 +106,10 @@ async def test_holder_killed_loses_its_keys(store_url: str) -> None:
             entry = await store.get("/l/held")
             assert entry is not None and entry.lease != 0
             async with store.watch("/l", start_revision=start) as watch:
+                # Alive, its keep-alive holds the key well past the TTL (1 s): no DELETE.
+                with pytest.raises(TimeoutError):
+                    await next_deletes(watch, timeout=2.5)
+            async with store.watch("/l", start_revision=start) as watch:
                 await child.kill()
                 batch = await next_deletes(watch, timeout=10)
         finally:

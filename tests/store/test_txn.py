@@ -126,6 +126,7 @@ async def test_a_transaction_that_changes_nothing_keeps_the_revision(
 
 
 async def test_size_limit(store: MetadataStore) -> None:
+    assert MAX_TXN_OPS == 128  # etcd's default --max-txn-ops, the contract's limit
     ops = [Put(f"/k/{i}", b"") for i in range(MAX_TXN_OPS)]
     result = await store.txn([], ops, [])
     assert result.succeeded
