@@ -36,8 +36,11 @@ def cache_view(cache: LocalCache) -> dict[str, Entry]:
     return view
 
 
-async def random_writes(store: MetadataStore, count: int, seed: int) -> int:
-    """Puts, deletes and transactions on a few keys; returns the last revision."""
+async def random_writes(
+    store: MetadataStore, count: int, seed: int, *, yielding: bool = False
+) -> int:
+    """Puts, deletes and transactions on a few keys; returns the last revision. `yielding`
+    gives the event loop a turn after each write (a memory store's writes never wait)."""
     rng = random.Random(seed)
     keys = [f"/c/{group}/{i}" for group in ("a", "b", "x") for i in range(6)]
     revision = await store.revision()
@@ -52,6 +55,8 @@ async def random_writes(store: MetadataStore, count: int, seed: int) -> int:
             other = rng.choice([k for k in keys if k != key])
             ops = [Put(key, b"txn"), Delete(other)]
             revision = (await store.txn([], ops, [])).revision
+        if yielding:
+            await asyncio.sleep(0)
     return revision
 
 
@@ -80,14 +85,21 @@ async def test_start_reads_and_serves(store: MetadataStore) -> None:
 async def test_gap_free_start(store: MetadataStore) -> None:
     """A writer keeps writing while the cache starts: nothing between the read and the watch
     is lost."""
-    await random_writes(store, 30, seed=1)
-    writer = asyncio.create_task(random_writes(store, 300, seed=2))
-    await asyncio.sleep(0)  # let the writer begin
-    async with LocalCache(store, PREFIXES) as cache:
+    before = await random_writes(store, 30, seed=1)
+    async with store.watch("/c", start_revision=before + 1) as watch:
+        writer = asyncio.create_task(random_writes(store, 300, seed=2, yielding=True))
+        async with asyncio.timeout(10):
+            await anext(watch)  # the writer has begun
+    cache = LocalCache(store, PREFIXES)
+    try:
+        started_at = await cache.start()
         last = await writer
+        assert before < started_at < last  # the cache really started mid-stream
         await cache.wait_for(last, timeout=20)
         assert cache_view(cache) == await store_view(store, PREFIXES)
         assert cache.applied_revision >= last
+    finally:
+        await cache.aclose()
 
 
 async def test_read_your_writes(store: MetadataStore) -> None:
@@ -118,7 +130,12 @@ async def test_converges_through_broken_watches_and_compaction(store: MetadataSt
     faulty = FaultyStore(store)
     faulty.break_watches_after(3, 0, 5, 1, 7)
     async with LocalCache(faulty, PREFIXES) as cache:
-        await random_writes(store, 60, seed=3)
+        resumed = await random_writes(store, 60, seed=3, yielding=True)
+        # Five broken streams, each resumed from the next revision (no compaction yet, so
+        # no resync can hide a lost event): the cache equals the store.
+        await cache.wait_for(resumed, timeout=30)
+        assert not faulty._watch_breaks  # every planned break happened
+        assert cache_view(cache) == await store_view(store, PREFIXES)
         # Hold the watch off, write on, and compact the history the cache would need.
         fault = faulty.fail("watch", times=None)
         await cache.wait_state(CacheState.DISCONNECTED, timeout=10)
