@@ -165,6 +165,17 @@ def test_deprecate_and_delete(cli: Cli) -> None:
     one_error_line(cli("delete", "orders", "-y", code=1), "schema subject 'orders' not found")
 
 
+def test_deprecate_and_delete_in_json(cli: Cli) -> None:
+    cli("register", "orders", cli.file("v1.avsc", V1))
+    cli("register", "orders", cli.file("v2.avsc", V2))
+    deprecated = cli.json("deprecate", "orders", "1", "--message", "use 2")
+    assert set(deprecated) == {"revision"} and deprecated["revision"] > 0
+    assert cli.keys().versions["orders"][1].is_deprecated
+    deleted = cli.json("delete", "orders", "-v", "1", "--yes")
+    assert set(deleted) == {"revision"} and deleted["revision"] > deprecated["revision"]
+    assert sorted(cli.keys().versions["orders"]) == [2]
+
+
 def test_bind_and_unbind_a_topic(cli: Cli) -> None:
     cli("register", "orders", cli.file("v1.avsc", V1))
     cli.create_topic(TopicName("default", "orders"))

@@ -328,3 +328,34 @@ def test_avro_verdict_agrees_with_fastavro_reader(case: Case) -> None:
     plain = [check(parse_schema("Avro", new), [parse_schema("Avro", old)], mode).ok
              for mode in (CompatibilityMode.BACKWARD, CompatibilityMode.FORWARD)]  # fmt: skip
     assert plain == [fastavro_resolves(new, old), fastavro_resolves(old, new)]
+
+
+ONE_VERSION_CASES = [case for case in CASES if len(case.history) == 1]
+
+
+@pytest.mark.parametrize("mode", list(CompatibilityMode), ids=lambda mode: mode.value)
+@pytest.mark.parametrize("case", ONE_VERSION_CASES, ids=lambda case: case.id)
+def test_verdict_with_the_rule_buried_under_three_versions(
+    case: Case, mode: CompatibilityMode
+) -> None:
+    """Every one-version rule again, against three versions: the old schema is version 1,
+    versions 2 and 3 are already the new one. A plain mode checks version 3 only and finds
+    nothing; a transitive mode checks all three and finds the rule, at version 1."""
+    schema_type = case.new_type or case.schema_type
+    old = parse_schema(case.schema_type, case.history[0])
+    new = parse_schema(schema_type, case.new)
+
+    result = check(new, [old, new, new], mode)
+
+    if mode is CompatibilityMode.NONE:
+        assert result.ok and result.checked_versions == ()
+    elif not mode.transitive:
+        assert result.ok, result.reasons
+        assert result.checked_versions == (3,)
+    else:
+        assert result.checked_versions == (1, 2, 3)
+        assert result.ok is (mode.value not in case.breaks), result.reasons
+    if not result.ok:
+        assert {found.version for found in result.incompatibilities} == {1}
+        assert any(f"[{case.rule}]" in reason for reason in result.reasons), result.reasons
+        assert any(case.field in reason for reason in result.reasons), result.reasons

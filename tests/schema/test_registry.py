@@ -89,6 +89,14 @@ async def test_first_registration_writes_the_four_keys_of_seed_001(
         "product-catalog", 1, 1, True,
     )  # fmt: skip
     assert done.revision == await store.revision()
+    await _written_at(  # one transaction: the four keys share its revision
+        store,
+        done.revision,
+        layout.schema_version("product-catalog", 1),
+        layout.schema_metadata("product-catalog"),
+        layout.schema_by_id(1),
+        layout.next_schema_id(),
+    )
     keys = await assert_consistent(store)
     assert keys.counter == 2
     assert keys.index == {1: SchemaIdIndex(schema_id=1, subject="product-catalog")}
@@ -123,6 +131,9 @@ async def test_a_compatible_schema_is_the_next_version(
     done = await registry.register("p", "Avro", V2, tags=["catalog"], created_by="ci")
     assert (done.version.version, done.created) == (2, True)
     assert (done.version.tags, done.version.created_by) == (["catalog"], "ci")
+    await _written_at(
+        store, done.revision, layout.schema_version("p", 2), layout.schema_metadata("p")
+    )
     keys = await assert_consistent(store)
     assert keys.metadata["p"].latest_version == 2
 
