@@ -31,7 +31,7 @@ def broker(
     broker_id: int,
     owned: list[TopicName] | int = 0,
     *,
-    mode: BrokerMode = ACTIVE,
+    mode: str = ACTIVE,
     cpu: float | None = None,
     memory: float | None = None,
 ) -> BrokerLoad:
@@ -175,6 +175,19 @@ def test_only_active_brokers_are_ranked(ranking: Ranking) -> None:
 
 
 @pytest.mark.parametrize("ranking", list(Ranking))
+def test_a_broker_in_a_custom_state_is_not_ranked(ranking: Ranking) -> None:
+    """Seed 001's "custom states for maintenance/upgrades": such a broker gets nothing."""
+    brokers = [broker(1, 5), broker(2, 0, mode="maintenance")]
+    assert [broker_id for broker_id, _ in rank(brokers, ranking)] == [1]
+
+
+def test_a_known_mode_given_as_a_string_is_that_mode() -> None:
+    assert broker(1, mode="active").mode is ACTIVE and broker(1, mode="active").active
+    assert broker(1, mode="maintenance").mode == "maintenance"
+    assert not broker(1, mode="maintenance").active
+
+
+@pytest.mark.parametrize("ranking", list(Ranking))
 def test_no_active_broker_ranks_nothing(ranking: Ranking) -> None:
     assert rank([broker(1, 3, mode=DRAINING), broker(2, mode=DRAINED)], ranking) == []
 
@@ -207,7 +220,8 @@ def test_a_broker_is_listed_once() -> None:
         ({"broker_id": -1}, ValueError),
         ({"broker_id": 2**64}, ValueError),
         ({"broker_id": True}, ValueError),
-        ({"mode": "active"}, TypeError),
+        ({"mode": ""}, TypeError),
+        ({"mode": 3}, TypeError),
         ({"topics": set()}, TypeError),
         ({"cpu": -0.5}, ValueError),
         ({"cpu": math.nan}, ValueError),

@@ -38,7 +38,7 @@ def broker(
     broker_id: int,
     owned: Iterable[TopicName] = (),
     *,
-    mode: BrokerMode = ACTIVE,
+    mode: str = ACTIVE,
     cpu: float | None = None,
     memory: float | None = None,
 ) -> BrokerLoad:
@@ -393,6 +393,25 @@ def test_draining_and_drained_brokers_never_receive_a_topic(ranking: Ranking) ->
     _, plans = simulate(Rebalancer(RebalanceConfig(sustained_cycles=1)), brokers, ranking, 20)
     targets = {move.to_broker for plan in plans for move in plan.moves}
     assert targets == {2}
+
+
+@pytest.mark.parametrize("ranking", list(Ranking))
+def test_a_broker_in_a_custom_state_keeps_its_topics_and_receives_none(ranking: Ranking) -> None:
+    """A broker in maintenance (seed 001's custom states) is neither emptied nor filled."""
+    held = topics("m", 10)
+    brokers = [
+        broker(1, topics("a", 40), cpu=90, memory=90),
+        broker(2, topics("b", 2), cpu=10, memory=10),
+        broker(3, held, mode="maintenance", cpu=0, memory=0),
+    ]
+    rebalancer = Rebalancer(RebalanceConfig(sustained_cycles=1))
+    after, plans = simulate(rebalancer, brokers, ranking, 20)
+    moves = [move for plan in plans for move in plan.moves]
+    assert moves, "brokers 1 and 2 even out"
+    assert {move.to_broker for move in moves} == {2}
+    assert {move.from_broker for move in moves} == {1}
+    assert all(3 not in plan.drained for plan in plans)
+    assert next(b for b in after if b.broker_id == 3).topics == frozenset(held)
 
 
 def test_no_active_broker_moves_nothing() -> None:

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from metaplane import layout
-from metaplane.layout import TopicName
+from metaplane.layout import KeyKind, TopicName
 from metaplane.pipeline import (
     AUDIT,
     CHECKS,
@@ -86,7 +86,13 @@ def test_crafted_no_leader(spark: SparkSession, tmp_path: Path) -> None:
 
 
 def test_clean_synthetic_cluster_has_no_finding(spark: SparkSession, tmp_path: Path) -> None:
-    spec = SynthSpec(brokers=4, topics=240, draining=1, seed=7)
+    # 1000 topics: every state a healthy cluster has, topics between owners (an unload marker
+    # and a sealed state) and new topics waiting for their first owner among them.
+    spec = SynthSpec(brokers=4, topics=1000, draining=1, seed=7)
     snapshot = synth_snapshot(spec, tmp_path / "snapshot")
     write_tables(spark, snapshot, tmp_path / "tables")
-    assert run_audit(read_tables(spark, tmp_path / "tables").cached()) == []
+    tables = read_tables(spark, tmp_path / "tables").cached()
+    markers = [row["value"] for row in tables[KeyKind.UNASSIGNED].collect()]
+    assert None in markers and any(m is not None and m["reason"] == "unload" for m in markers)
+    assert tables[KeyKind.STORAGE_STATE].count() > 0
+    assert run_audit(tables) == []

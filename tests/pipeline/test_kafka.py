@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,15 @@ def test_a_dry_run_writes_nothing(spark: SparkSession, tmp_path: Path) -> None:
     url = f"sqlite://{tmp_path / 'store.db'}"
     dry = invoke("import", "kafka-zk", "--dump", str(DUMP), "--store", url)
     assert "dry run" in dry and "assignment" in dry and str(len(EXPECTED_KEYS)) in dry
+    counted = json.loads(
+        invoke("import", "kafka-zk", "--dump", str(DUMP), "--store", url, "-o", "json")
+    )
+    per_kind = Counter(layout.parse(key).kind.value for key in EXPECTED_KEYS)
+    assert counted["dry_run"] is True and counted["written"] is None
+    assert counted["kinds"] == dict(per_kind)
+    assert counted["keys"] == len(EXPECTED_KEYS)
+    for kind, count in per_kind.items():  # the table shows each kind with its count
+        assert re.search(rf"\b{kind}\b\s*│\s*{count}\b", dry), kind
     assert asyncio.run(_read(url)) == {}
 
 

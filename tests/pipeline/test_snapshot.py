@@ -148,6 +148,21 @@ def test_export_command(tmp_path: Path) -> None:
     assert read_snapshot(out).revision == facts["revision"]
 
 
+def test_analyze_a_live_store(tmp_path: Path) -> None:
+    """`analyze --store`: the store is exported into OUT/snapshot first, then analysed."""
+    url = f"sqlite://{tmp_path / 'store.db'}"
+    asyncio.run(_seed(url))
+    out = tmp_path / "analysis"
+    summary = json.loads(invoke("analyze", "--store", url, "--out", str(out), "-o", "json"))
+    snapshot = read_snapshot(out / "snapshot")
+    assert snapshot.keys == len(seed_examples())
+    written = json.loads((out / "summary.json").read_text())
+    assert written["counts"]["keys"] == len(seed_examples())
+    assert written["snapshot"]["revision"] == snapshot.revision
+    assert summary["counts"] == written["counts"]
+    assert (out / "report.html").exists()
+
+
 # Broken input -------------------------------------------------------------------------------
 
 

@@ -49,7 +49,8 @@ SAMPLES: list[tuple[KeyKind, bytes]] = [
     (K.UNASSIGNED, b'{"reason":"unload"}'),
     (K.UNASSIGNED, b'{"reason":"unload","from_broker":-3}'),
     (K.BROKER_STATE, b'{"mode":"draining","reason":"upgrade"}'),
-    (K.BROKER_STATE, b'{"mode":"sleeping","reason":"x"}'),
+    (K.BROKER_STATE, b'{"mode":"maintenance","reason":"x"}'),  # a custom state (seed 001)
+    (K.BROKER_STATE, b'{"mode":"","reason":"x"}'),
     (K.BROKER_STATE, b'{"mode":"active","reason":5}'),
     (K.BROKER_STATE, b'{"mode":"active","reason":"boot"'),
     (K.SUBSCRIPTION, SUBSCRIPTION % (b"null", 1, b"2")),

@@ -125,7 +125,7 @@ def broker_json(broker: Broker, leader: int | None) -> dict[str, Any]:
         "live": registration is not None,
         "leader": broker.broker_id == leader,
         "addresses": None if registration is None else msgspec.to_builtins(registration),
-        "state": None if state is None else {"mode": state.mode.value, "reason": state.reason},
+        "state": None if state is None else {"mode": str(state.mode), "reason": state.reason},
         "topics_owned": broker.topics,
         "load": None
         if load is None
@@ -218,9 +218,9 @@ def drain(
 
     before, revision = run(go())
     if output is Output.JSON:
-        print_json({"broker_id": broker_id, "was": before.mode.value, "revision": revision})
+        print_json({"broker_id": broker_id, "was": str(before.mode), "revision": revision})
     elif revision is None:
-        console.print(f"broker {broker_id} is already {before.mode.value}: nothing written")
+        console.print(f"broker {broker_id} is already {before.mode}: nothing written")
     else:
         done = " and drained" if wait else ""
         console.print(f"broker {broker_id} set to draining{done} (revision {revision})")
@@ -230,9 +230,10 @@ async def set_draining(
     cluster: ClusterManager, broker_id: int, reason: str
 ) -> tuple[BrokerState, int | None]:
     """Write `draining` over the state as read (`NoBroker` if it has none); nothing if the
-    broker is draining or drained already. The state before, and the revision written."""
+    broker is draining or drained already. A broker in a custom state (maintenance) can be
+    drained too. The state before, and the revision written."""
     state = await cluster.state(broker_id)
-    if state.value.mode is not BrokerMode.ACTIVE:
+    if state.value.mode in (BrokerMode.DRAINING, BrokerMode.DRAINED):
         return state.value, None
     draining = BrokerState(mode=BrokerMode.DRAINING, reason=reason)
     return state.value, await cluster.set_state(broker_id, draining, state.version)

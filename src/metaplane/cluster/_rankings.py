@@ -64,14 +64,20 @@ class Ranking(StrEnum):
     WEIGHTED = "weighted"
 
 
+EMPTIED = frozenset({BrokerMode.DRAINING, BrokerMode.DRAINED})
+"""The modes whose brokers give every topic away."""
+KNOWN_MODES = frozenset(mode.value for mode in BrokerMode)
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerLoad:
-    """A registered broker as the LoadManager sees it: its mode, the topics the store says it
-    owns (authoritative), and the CPU and memory percent of its last load report (None when
-    it has not reported yet)."""
+    """A registered broker as the LoadManager sees it: its mode (a BrokerMode, or a custom
+    state's name: such a broker receives nothing and keeps what it has), the topics the
+    store says it owns (authoritative), and the CPU and memory percent of its last load
+    report (None when it has not reported yet)."""
 
     broker_id: int
-    mode: BrokerMode
+    mode: str
     topics: frozenset[TopicName]
     cpu: float | None = None
     memory: float | None = None
@@ -79,8 +85,11 @@ class BrokerLoad:
     def __post_init__(self) -> None:
         if type(self.broker_id) is not int or not 0 <= self.broker_id <= U64_MAX:
             raise ValueError(f"a broker id is an int in [0, 2**64 - 1], not {self.broker_id!r}")
-        if not isinstance(self.mode, BrokerMode):
-            raise TypeError(f"broker {self.broker_id}: mode is a BrokerMode, not {self.mode!r}")
+        if not isinstance(self.mode, str) or not self.mode:
+            message = f"a BrokerMode or a custom state's name, not {self.mode!r}"
+            raise TypeError(f"broker {self.broker_id}: mode is {message}")
+        if not isinstance(self.mode, BrokerMode) and self.mode in KNOWN_MODES:
+            object.__setattr__(self, "mode", BrokerMode(self.mode))  # "active" is ACTIVE
         if not isinstance(self.topics, frozenset):
             kind = type(self.topics).__name__
             raise TypeError(f"broker {self.broker_id}: topics is a frozenset, not a {kind}")
@@ -138,8 +147,9 @@ class Placement:
 
     @property
     def emptied(self) -> list[int]:
-        """Brokers that must give every topic away (draining or drained), by id."""
-        return sorted(b for b, mode in self.modes.items() if mode is not BrokerMode.ACTIVE)
+        """Brokers that must give every topic away (draining or drained), by id. A broker in
+        a custom state (maintenance) keeps its topics: it only receives none."""
+        return sorted(b for b, mode in self.modes.items() if mode in EMPTIED)
 
     def weight(self, topic: TopicName) -> float:
         """The topic's weight; a negative or non-finite weight is refused."""

@@ -55,7 +55,7 @@ class ClusterView:
                 found[owner.value].add(topic)
         return found
 
-    def mode(self, broker_id: int) -> BrokerMode | None:
+    def mode(self, broker_id: int) -> str | None:
         state = self.states.get(broker_id)
         return None if state is None else state.value.mode
 

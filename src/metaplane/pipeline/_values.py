@@ -269,6 +269,8 @@ def _holds(info: mi.Type, column: Column) -> Column:
         return column.isNull() | ((column == F.floor(column)) & _int_bounds(info, column))
     if isinstance(info, mi.EnumType):
         return column.isNull() | column.isin([_enum_value(member) for member in info.cls])
+    if isinstance(info, mi.StrType):
+        return column.isNull() | _str_bounds(info, column)
     if isinstance(info, mi.ListType):
         return column.isNull() | _list(info.item_type, column)
     if isinstance(info, mi.TupleType):
@@ -283,6 +285,16 @@ def _holds(info: mi.Type, column: Column) -> Column:
     if isinstance(info, mi.UnionType) and _single(info) is not info:
         return _holds(_single(info), column)
     return F.lit(True)
+
+
+def _str_bounds(info: mi.StrType, column: Column) -> Column:
+    """A string's length bounds (characters, as msgspec counts them)."""
+    holds = F.lit(True)
+    if info.min_length is not None:
+        holds = holds & (F.length(column) >= info.min_length)
+    if info.max_length is not None:
+        holds = holds & (F.length(column) <= info.max_length)
+    return holds
 
 
 def _list(item: mi.Type, column: Column) -> Column:

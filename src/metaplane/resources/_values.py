@@ -45,16 +45,34 @@ class BrokerRegistration(Struct, frozen=True, kw_only=True):
 
 
 class BrokerMode(StrEnum):
+    """The modes metaplane acts on. Seed 001 also allows "custom states for maintenance /
+    upgrades": those are kept as plain strings (see BrokerState)."""
+
     ACTIVE = "active"
     DRAINING = "draining"
     DRAINED = "drained"
 
 
-class BrokerState(Struct, frozen=True, kw_only=True):
-    """`/cluster/brokers/{id}/state`: e.g. {"mode":"active","reason":"boot"}."""
+BrokerModeName = Annotated[str, Meta(min_length=1, max_length=255)]
 
-    mode: BrokerMode
+
+class BrokerState(Struct, frozen=True, kw_only=True):
+    """`/cluster/brokers/{id}/state`: e.g. {"mode":"active","reason":"boot"}.
+
+    `mode` is a BrokerMode member when it is one of the known modes (decoding turns the
+    string into the member, so `mode is BrokerMode.ACTIVE` holds), or an operator's custom
+    state as its string ("maintenance"): a broker in a custom state receives no topic and
+    keeps the ones it has — only `draining` empties a broker."""
+
+    mode: BrokerModeName
     reason: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.mode, BrokerMode) and self.mode in _KNOWN_MODES:
+            msgspec.structs.force_setattr(self, "mode", BrokerMode(self.mode))
+
+
+_KNOWN_MODES = frozenset(mode.value for mode in BrokerMode)
 
 
 class UnassignedMarker(Struct, frozen=True, kw_only=True):
