@@ -210,8 +210,13 @@ def judge(model: Model) -> Counter[str]:
     }
     for topic, offset in model.sealed.items():
         last[topic] = max(last.get(topic, -1), offset)
+    served = {
+        topic
+        for topic, brokers in model.owners.items()
+        if any(broker in model.registered for broker in brokers)
+    }
     found["cursor-beyond-last-committed"] += sum(
-        topic in last and last[topic] >= 0 and cursor > last[topic]
+        topic in last and last[topic] >= 0 and cursor > last[topic] and topic not in served
         for topic, cursor in model.cursors
     )
     for items in model.objects.values():

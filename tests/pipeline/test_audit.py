@@ -24,7 +24,8 @@ from metaplane.pipeline import (
     synth_snapshot,
     write_tables,
 )
-from metaplane.resources import BrokerMode, BrokerState, encode
+from metaplane.pipeline._audit import checks_named
+from metaplane.resources import BrokerMode, BrokerState, ObjectDescriptor, encode
 from tests.pipeline.conftest import FaultsAnalysis, write_snapshot
 
 # One snapshot holds one leader: these are crafted below instead.
@@ -96,3 +97,31 @@ def test_clean_synthetic_cluster_has_no_finding(spark: SparkSession, tmp_path: P
     assert None in markers and any(m is not None and m["reason"] == "unload" for m in markers)
     assert tables[KeyKind.STORAGE_STATE].count() > 0
     assert run_audit(tables) == []
+
+
+def test_a_cursor_ahead_of_the_uploads_is_a_fault_only_without_a_live_owner(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A served topic's broker holds in its write-ahead log what it has not uploaded yet:
+    a cursor there is normal. Once no live broker serves the topic, the next owner starts
+    after the last uploaded offset, and the same cursor would skip messages."""
+    served, orphaned = TopicName("default", "served"), TopicName("default", "orphaned")
+    uploaded = ObjectDescriptor(
+        completed=True, created_at=1_700_000_000, end_offset=99, etag="e",
+        object_id="data-0-99.dnb1", offset_index=[(0, 0)], size=100, start_offset=0,
+    )  # fmt: skip
+    rows = [(layout.broker_registration(1), REGISTRATION)]
+    for topic in (served, orphaned):
+        rows += [
+            (layout.topic_root(topic), b"0"),
+            (layout.storage_object(topic, 0), encode(uploaded)),
+            (layout.cursor(topic, "sub"), b"150"),  # past offset 99
+        ]
+    rows += [
+        (layout.assignment(1, served), b"null"),
+        (layout.assignment(2, orphaned), b"null"),  # broker 2 is gone
+    ]
+    snapshot = write_snapshot(tmp_path / "snapshot", rows)
+    tables = parse_tables(classify(snapshot_frame(spark, snapshot)))
+    findings = audit(tables, checks_named(["cursor-beyond-last-committed"])).collect()
+    assert [row["keys"] for row in findings] == [[layout.cursor(orphaned, "sub")]]

@@ -47,7 +47,9 @@ NULL = b"null"
 DAY = 86_400
 PARTITIONS = 4
 EVERY_PARTITIONED = 10  # one logical topic in ten is partitioned
-EVERY_MOVING = 500  # one served topic in 500 is between owners (unload marker, sealed state)
+# One served topic in 499 is between owners (unload marker, sealed state). Not 500: every
+# tenth topic is NonReliable (no objects, so no sealed state), and 500 would pick only those.
+EVERY_MOVING = 499
 EVERY_NEW = 997  # one in 997 was just created and waits for its first owner
 EVERY_NON_RELIABLE = 10
 OBJECT_OFFSETS = 1000
@@ -511,7 +513,14 @@ class Faults:
         self.note("cursor-without-subscription", layout.cursor(plan.name, "sub-1"))
 
     def cursor_beyond(self, plan: TopicPlan) -> None:
+        """A topic between owners (sealed, waiting) whose cursor is past the seal: its next
+        owner would start below the cursor. (A served topic's cursor may be ahead of its
+        uploaded objects: that is no fault.)"""
         assert plan.last_offset is not None
+        owner = self._owner(plan)
+        plan.drop(self._assignment(plan))
+        owner.topics.remove(plan.name.path)
+        self.generator.unload(plan, owner)
         key = layout.cursor(plan.name, "sub-0")
         plan.find(key).value = encode(plan.last_offset + 100)
         self.note("cursor-beyond-last-committed", key)
