@@ -21,8 +21,14 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
+# Every benchmark in turn (about 20 minutes on 2 cores; the 10M-key pipeline run is half of
+# it). Each prints its table and writes JSON under benchmarks/results/.
 bench: $(STAMP) system-deps
 	$(PY) benchmarks/store_bench.py
+	$(PY) benchmarks/cache_bench.py
+	$(PY) benchmarks/schema_bench.py
+	$(PY) benchmarks/cluster_bench.py
+	$(PY) benchmarks/pipeline_bench.py
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
