@@ -227,9 +227,18 @@ def demo(
     """The main job: a local cluster and a narrated scenario on the embedded store."""
     if store.startswith("memory://"):
         fail("a memory store lives in one process: the brokers need sqlite or etcd")
+    from metaplane.pipeline import java_runtime
+
     snapshot = folder / "snapshot"
     run(play(store, brokers, folder, keep, snapshot if analyze else None))
-    if analyze:
+    if analyze and java_runtime() is None:
+        step(9, "analyse the snapshot with Spark: skipped, no Java runtime")
+        console.print(
+            "Spark needs Java 17 or 21 (Debian/Ubuntu: apt-get install "
+            "openjdk-17-jre-headless); then:\n"
+            f"    .venv/bin/metaplane analyze --snapshot {snapshot} --out {folder / 'analysis'}"
+        )
+    elif analyze:
         step(9, "analyse the snapshot with Spark (metaplane analyze)")
         out = folder / "analysis"
         from metaplane.pipeline import AnalyzeSettings

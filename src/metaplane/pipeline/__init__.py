@@ -62,7 +62,7 @@ from metaplane.pipeline._kafka import (
 )
 from metaplane.pipeline._rebalance import Balance, BrokerLoad, Quotas, plan_quotas
 from metaplane.pipeline._snapshot import Snapshot, SnapshotWriter, read_snapshot, snapshot_frame
-from metaplane.pipeline._spark import spark_session, stop_spark
+from metaplane.pipeline._spark import java_runtime, spark_session, stop_spark
 from metaplane.pipeline._storage import retention_plan, storage
 from metaplane.pipeline._synth import FAULTS_FILE, SynthSpec, synth_snapshot, topics_for_keys
 from metaplane.pipeline._tables import Tables, classify, parse_tables, read_tables
@@ -114,6 +114,7 @@ __all__ = [
     "classify",
     "describe",
     "export_snapshot",
+    "java_runtime",
     "kafka_rows",
     "parse_plan",
     "parse_tables",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,7 +80,22 @@ def spark_session(
     return _session
 
 
+def java_runtime() -> str | None:
+    """The Java that Spark would start (JAVA_HOME's, else the one on PATH), or None."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = Path(home) / "bin" / "java"
+        return str(candidate) if os.access(candidate, os.X_OK) else None
+    return shutil.which("java")
+
+
 def _build(master: str | None, shuffle_partitions: int | None, memory: str | None) -> SparkSession:
+    if not _submitted() and java_runtime() is None:
+        raise SparkJobFailed(
+            "spark needs a Java runtime (17 or 21) and finds none: JAVA_HOME is unset or "
+            "wrong and no java is on PATH (Debian/Ubuntu: apt-get install "
+            "openjdk-17-jre-headless)"
+        )
     builder = SparkSession.builder.appName("metaplane")
     if master is not None:
         builder = builder.master(master)
