@@ -153,6 +153,8 @@ async def test_converges_through_broken_watches_and_compaction(store: MetadataSt
 async def test_resync_tells_subscribers_the_differences(store: MetadataStore) -> None:
     await store.put("/c/a/stays", b"1")
     await store.put("/c/a/goes", b"1")
+    await store.put("/c/a/again", b"1")
+    await store.put("/c/a/again", b"2")  # version 2
     faulty = FaultyStore(store)
     async with LocalCache(faulty, PREFIXES) as cache:
         subscription = cache.subscribe("/c/a")
@@ -161,13 +163,20 @@ async def test_resync_tells_subscribers_the_differences(store: MetadataStore) ->
         await cache.wait_state(CacheState.DISCONNECTED, timeout=10)
         await store.delete("/c/a/goes")
         await store.put("/c/a/new", b"1")
+        # Deleted and created again while the cache looked away: version 1 again, a lower
+        # version than the cache holds, but a later revision. Revisions decide.
+        await store.delete("/c/a/again")
+        await store.put("/c/a/again", b"3")
         latest = await store.put("/c/a/stays", b"2")
         await store.compact(latest)
         faulty.faults.remove(fault)
         await cache.wait_for(latest, timeout=30)
         batch = await asyncio.wait_for(anext(subscription), timeout=10)
+        again = cache.get("/c/a/again")
+        assert again is not None and (again.value, again.version) == (b"3", 1)
     assert sorted((e.type.value, e.key) for e in batch.events) == [
         (EventType.DELETE.value, "/c/a/goes"),
+        (EventType.PUT.value, "/c/a/again"),
         (EventType.PUT.value, "/c/a/new"),
         (EventType.PUT.value, "/c/a/stays"),
     ]
