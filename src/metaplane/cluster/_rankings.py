@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import NamedTuple, TypeAlias
 
 from metaplane.layout import U64_MAX, TopicName
-from metaplane.resources import BrokerMode
+from metaplane.resources import BrokerMode, broker_mode
 
 DEFAULT_TOPIC_WEIGHT = 1.0
 """The weight of a topic that `topic_weight` does not list."""
@@ -66,7 +66,6 @@ class Ranking(StrEnum):
 
 EMPTIED = frozenset({BrokerMode.DRAINING, BrokerMode.DRAINED})
 """The modes whose brokers give every topic away."""
-KNOWN_MODES = frozenset(mode.value for mode in BrokerMode)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +87,7 @@ class BrokerLoad:
         if not isinstance(self.mode, str) or not self.mode:
             message = f"a BrokerMode or a custom state's name, not {self.mode!r}"
             raise TypeError(f"broker {self.broker_id}: mode is {message}")
-        if not isinstance(self.mode, BrokerMode) and self.mode in KNOWN_MODES:
-            object.__setattr__(self, "mode", BrokerMode(self.mode))  # "active" is ACTIVE
+        object.__setattr__(self, "mode", broker_mode(self.mode))  # "active" is ACTIVE
         if not isinstance(self.topics, frozenset):
             kind = type(self.topics).__name__
             raise TypeError(f"broker {self.broker_id}: topics is a frozenset, not a {kind}")

@@ -87,6 +87,7 @@ from metaplane.resources._values import (
     SubscriptionMetadata,
     SubscriptionType,
     UnassignedMarker,
+    broker_mode,
     decode,
     encode,
 )
@@ -171,6 +172,7 @@ __all__ = [
     "View",
     "Write",
     "assignment_of",
+    "broker_mode",
     "decode",
     "decode_value",
     "encode",

@@ -68,11 +68,20 @@ class BrokerState(Struct, frozen=True, kw_only=True):
     reason: str
 
     def __post_init__(self) -> None:
-        if not isinstance(self.mode, BrokerMode) and self.mode in _KNOWN_MODES:
-            msgspec.structs.force_setattr(self, "mode", BrokerMode(self.mode))
+        mode = broker_mode(self.mode)
+        if mode is not self.mode:
+            msgspec.structs.force_setattr(self, "mode", mode)
 
 
 _KNOWN_MODES = frozenset(mode.value for mode in BrokerMode)
+
+
+def broker_mode(mode: str) -> str:
+    """`mode` as its BrokerMode member when it names one (so that `is` compares hold), else
+    unchanged: a custom state's name."""
+    if isinstance(mode, BrokerMode) or mode not in _KNOWN_MODES:
+        return mode
+    return BrokerMode(mode)
 
 
 class UnassignedMarker(Struct, frozen=True, kw_only=True):

@@ -1,13 +1,13 @@
 """Harnesses for tests and benchmarks that run against real servers and break them on
 purpose (in the manner of kazoo.testing)."""
 
+from metaplane.testing._server import ServerProcess, free_port
 from metaplane.testing.etcd import (
     EtcdCluster,
     EtcdMember,
     EtcdNotInstalled,
     TlsFiles,
     etcd_binary,
-    free_port,
 )
 from metaplane.testing.faults import Fault, FaultyStore
 from metaplane.testing.zookeeper import ZooKeeperNotInstalled, ZooKeeperServer
@@ -18,6 +18,7 @@ __all__ = [
     "EtcdNotInstalled",
     "Fault",
     "FaultyStore",
+    "ServerProcess",
     "TlsFiles",
     "ZooKeeperNotInstalled",
     "ZooKeeperServer",

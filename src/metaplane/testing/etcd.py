@@ -8,11 +8,8 @@ import json
 import logging
 import os
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -21,9 +18,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-log = logging.getLogger(__name__)
+from metaplane.testing._server import ServerProcess, free_port
 
-START_TIMEOUT = 30.0
+log = logging.getLogger(__name__)
 
 
 class EtcdNotInstalled(RuntimeError):
@@ -39,13 +36,6 @@ def etcd_binary() -> str:
     return path
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @dataclass(frozen=True)
 class TlsFiles:
     """PEM files for a TLS client port: the CA clients trust, the server's cert and key."""
@@ -56,8 +46,10 @@ class TlsFiles:
     client_cert_auth: bool = False
 
 
-class EtcdMember:
+class EtcdMember(ServerProcess):
     """One etcd process. Its data directory survives stop/start, like a real restart."""
+
+    poll_interval = 0.05
 
     def __init__(
         self,
@@ -69,15 +61,17 @@ class EtcdMember:
         tls: TlsFiles | None = None,
         extra_args: Sequence[str] = (),
     ) -> None:
-        self.folder = folder
+        super().__init__(folder, folder / f"{name}.log")
         self.extra_args = list(extra_args)
         self.name = name
         self.client_port = client_port or free_port()
         self.peer_port = peer_port or free_port()
         self.tls = tls
         self.initial_cluster = f"{name}=http://127.0.0.1:{self.peer_port}"
-        self.process: subprocess.Popen[bytes] | None = None
-        self._log_file = folder / f"{name}.log"
+
+    @property
+    def label(self) -> str:
+        return f"etcd {self.name}"
 
     @property
     def endpoint(self) -> str:
@@ -137,27 +131,6 @@ class EtcdMember:
             raise RuntimeError(f"etcdctl {' '.join(args)}: {result.stderr.strip()}")
         return result.stdout
 
-    def start(self) -> None:
-        """Start the process; return at once (see `wait_ready`)."""
-        if self.running:
-            return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with self._log_file.open("ab") as out:
-            self.process = subprocess.Popen(
-                self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
-
-    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
-        """Poll /health until the member serves with a leader, or fail with its log."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"etcd {self.name} exited:\n{self.log_tail()}")
-            if self.healthy():
-                return
-            time.sleep(0.05)
-        raise RuntimeError(f"etcd {self.name} not ready after {timeout}s:\n{self.log_tail()}")
-
     def healthy(self) -> bool:
         context = None
         if self.tls:
@@ -171,41 +144,6 @@ class EtcdMember:
                 return bool(json.load(response).get("health") == "true")
         except (urllib.error.URLError, OSError, ValueError):
             return False
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def kill(self, sig: signal.Signals = signal.SIGKILL) -> None:
-        """Send `sig` and wait for the process to end."""
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, sig)
-            self.process.wait(timeout=30)
-        self.process = None
-
-    def stop(self) -> None:
-        self.kill(signal.SIGTERM)
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self._log_file.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def __enter__(self) -> Self:
-        self.start()
-        self.wait_ready()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.kill()
 
 
 class EtcdCluster:

@@ -9,19 +9,13 @@ import glob
 import logging
 import os
 import shutil
-import signal
 import socket
-import subprocess
-import time
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
-from metaplane.testing.etcd import free_port
+from metaplane.testing._server import ServerProcess, free_port
 
 log = logging.getLogger(__name__)
 
-START_TIMEOUT = 30.0
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 # Debian's jar names its dependencies in its manifest; a release tarball has them in lib/.
 DEBIAN_JAR = "/usr/share/java/zookeeper.jar"
@@ -54,14 +48,14 @@ def java_binary() -> str:
     return path
 
 
-class ZooKeeperServer:
+class ZooKeeperServer(ServerProcess):
     """One standalone ZooKeeper. Its data folder survives stop/start, like a real restart."""
 
+    label = "zookeeper"
+
     def __init__(self, folder: Path, *, client_port: int | None = None) -> None:
-        self.folder = folder
+        super().__init__(folder, folder / "zookeeper.log")
         self.client_port = client_port or free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-        self._log_file = folder / "zookeeper.log"
 
     @property
     def hosts(self) -> str:
@@ -99,27 +93,8 @@ class ZooKeeperServer:
             str(self._config()),
         ]
 
-    def start(self) -> None:
-        """Start the process; return at once (see `wait_ready`)."""
-        if self.running:
-            return
+    def _prepare(self) -> None:
         (self.folder / "data").mkdir(parents=True, exist_ok=True)
-        command = self.command()
-        with self._log_file.open("ab") as out:
-            self.process = subprocess.Popen(
-                command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
-
-    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
-        """Ask `ruok` until the server says `imok`, or fail with its log."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"zookeeper exited:\n{self.log_tail()}")
-            if self.healthy():
-                return
-            time.sleep(0.1)
-        raise RuntimeError(f"zookeeper not ready after {timeout}s:\n{self.log_tail()}")
 
     def healthy(self) -> bool:
         try:
@@ -128,43 +103,3 @@ class ZooKeeperServer:
                 return sock.recv(4) == b"imok"
         except OSError:
             return False
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def kill(self, sig: signal.Signals = signal.SIGKILL) -> None:
-        """Send `sig` to the server and wait for it to end."""
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, sig)
-            self.process.wait(timeout=30)
-        self.process = None
-
-    def stop(self) -> None:
-        self.kill(signal.SIGTERM)
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-        self.wait_ready()
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self._log_file.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def __enter__(self) -> Self:
-        self.start()
-        self.wait_ready()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.kill()

@@ -1,0 +1,111 @@
+"""What every real server of the harness shares: a process of its own session on free loopback
+ports, its output in a log file, started, polled until healthy, killed with a signal."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from abc import ABC, abstractmethod
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+START_TIMEOUT = 30.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class ServerProcess(ABC):
+    """One server process. Subclasses give its command, its health check and its name; the
+    folder they prepare in `_prepare` survives stop/start, like a real restart."""
+
+    poll_interval = 0.1
+
+    def __init__(self, folder: Path, log_file: Path) -> None:
+        self.folder = folder
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log_file = log_file
+
+    @property
+    @abstractmethod
+    def label(self) -> str:
+        """The server's name in errors ("etcd m1", "zookeeper")."""
+
+    @abstractmethod
+    def command(self) -> list[str]: ...
+
+    @abstractmethod
+    def healthy(self) -> bool: ...
+
+    def _prepare(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def start(self) -> None:
+        """Start the process; return at once (see `wait_ready`)."""
+        if self.running:
+            return
+        self._prepare()
+        command = self.command()
+        with self._log_file.open("ab") as out:
+            self.process = subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
+        """Poll `healthy` until it holds, or fail with the server's log."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"{self.label} exited:\n{self.log_tail()}")
+            if self.healthy():
+                return
+            time.sleep(self.poll_interval)
+        raise RuntimeError(f"{self.label} not ready after {timeout}s:\n{self.log_tail()}")
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self, sig: signal.Signals = signal.SIGKILL) -> None:
+        """Send `sig` to the server's process group and wait for it to end."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, sig)
+            self.process.wait(timeout=30)
+        self.process = None
+
+    def stop(self) -> None:
+        self.kill(signal.SIGTERM)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+        self.wait_ready()
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self._log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self) -> Self:
+        self.start()
+        self.wait_ready()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.kill()
