@@ -9,7 +9,8 @@ import pytest
 
 from metaplane import layout
 from metaplane.coordination import LeaderElection, LeaderToken, Session, SessionState
-from metaplane.store import Compare, Fenced, MetadataStore, Put
+from metaplane.resources import Change, Condition
+from metaplane.store import Compare, Fenced, MetadataStore, NotFound, Put
 from metaplane.testing import FaultyStore
 
 
@@ -34,19 +35,22 @@ async def test_fenced_writes(store: MetadataStore) -> None:
         first, second = LeaderElection(one, 1), LeaderElection(two, 2)
         await first.start()
         token = await first.wait_elected(timeout=10)
-        result = await first.txn([], [Put("/f/by-leader", b"1")])
-        assert result.succeeded
-        failing = await first.txn([Compare.exists("/f/missing")], [Put("/f/never", b"")])
-        assert not failing.succeeded  # the caller's compare failed, not the fence
+        written = await first.apply(Change((), (Put("/f/by-leader", b"1"),)))
+        assert (await store.get("/f/by-leader")).mod_revision == written  # type: ignore[union-attr]
+        missing = Condition(Compare.exists("/f/missing"), lambda _: NotFound("/f/missing"))
+        with pytest.raises(NotFound):  # the caller's own condition failed, not the fence
+            await first.apply(Change((missing,), (Put("/f/never", b""),)))
+        assert first.token == token
+        assert await store.get("/f/never") is None
         await second.start()
         with pytest.raises(Fenced):
-            await second.txn([], [Put("/f/by-follower", b"")])
+            await second.apply(Change((), (Put("/f/by-follower", b""),)))
         # A deposed leader (its key deleted behind its back) is fenced and steps down.
         await store.delete(layout.leader())
         await second.wait_elected(timeout=10)
         first._token = token  # as if it had not noticed yet
         with pytest.raises(Fenced):
-            await first.txn([], [Put("/f/stale", b"")])
+            await first.apply(Change((), (Put("/f/stale", b""),)))
         assert first.token is None
         assert await store.get("/f/stale") is None
         assert await store.get("/f/by-follower") is None

@@ -11,6 +11,7 @@ import sys
 import time
 
 from metaplane.coordination import LeaderElection, LeaderToken, Session
+from metaplane.resources import Change
 from metaplane.store import Fenced, MetadataError, Put, connect_store
 
 
@@ -49,8 +50,9 @@ async def write_while_leading(election: LeaderElection, node: int) -> None:
         if held is not None:
             try:
                 key = f"/test/writes/{node}-{sequence:06d}"
-                result = await election.txn([], [Put(key, f"{node}:{held.epoch}".encode())])
-                say("wrote", result.revision, held.epoch)
+                write = Change((), (Put(key, f"{node}:{held.epoch}".encode()),))
+                revision = await election.apply(write)
+                say("wrote", revision, held.epoch)
                 sequence += 1
             except Fenced:
                 say("fenced")

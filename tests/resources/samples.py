@@ -4,7 +4,7 @@ nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from metaplane.layout import TopicName
 from metaplane.resources import (
@@ -21,7 +21,7 @@ from metaplane.resources import (
     SubscriptionType,
 )
 from metaplane.store import Entry, MetadataStore, Txn, TxnResult
-from metaplane.testing import FaultyStore
+from metaplane.testing import Fault, FaultyStore
 
 BROKER = 13308604176970018988
 OTHER_BROKER = 625722408599041316
@@ -121,9 +121,10 @@ class RecordingStore(FaultyStore):
         self.calls: list[tuple[str, str | None]] = []
         self.before_txn: list[Callable[[], Awaitable[object]]] = []
 
-    def _check(self, operation: str, key: str | None = None) -> None:
-        self.calls.append((operation, key))
-        super()._check(operation, key)
+    def _matching(self, operation: str, keys: Iterable[str | None]) -> list[Fault]:
+        wanted = list(keys)
+        self.calls.extend((operation, key) for key in wanted)
+        return super()._matching(operation, wanted)
 
     async def _txn(self, txn: Txn) -> TxnResult:
         if self.before_txn:

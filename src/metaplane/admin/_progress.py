@@ -19,7 +19,7 @@ from rich.progress import (
 )
 
 from metaplane.admin._console import errors, fail
-from metaplane.store import MetadataStore
+from metaplane.store import Compacted, MetadataStore, Unavailable
 
 T = TypeVar("T")
 
@@ -70,13 +70,21 @@ def spinner(what: str) -> Iterator[None]:
 
 async def poll(check: Callable[[], Awaitable[T | None]], *, what: str, timeout: float) -> T:
     """Await `check()` every POLL_INTERVAL until it returns something, and return that; after
-    `timeout` seconds, end the command with one line naming `what` it waited for."""
+    `timeout` seconds, end the command with one line naming `what` it waited for. A store that
+    is unavailable for a while is waited out within the same deadline."""
     deadline = asyncio.get_running_loop().time() + timeout
-    while (found := await check()) is None:
+    while (found := await _unless_unavailable(check)) is None:
         if asyncio.get_running_loop().time() >= deadline:
             fail(f"gave up after {timeout:g} s waiting for {what}", code=3)
         await asyncio.sleep(POLL_INTERVAL)
     return found
+
+
+async def _unless_unavailable(check: Callable[[], Awaitable[T | None]]) -> T | None:
+    try:
+        return await check()
+    except Unavailable:
+        return None
 
 
 async def until(
@@ -88,14 +96,27 @@ async def until(
     timeout: float,
 ) -> T:
     """Await `check()` now and at each change under `prefix` until it returns something;
-    after `timeout` seconds, end the command with one line naming `what` it waited for."""
-    start = await store.revision() + 1
+    after `timeout` seconds, end the command with one line naming `what` it waited for. A store
+    that is unavailable for a while (the watch breaks, a check fails) is waited out within the
+    same deadline: the watch starts again and the check is made again."""
     try:
-        async with asyncio.timeout(timeout), store.watch(prefix, start_revision=start) as watch:
-            found = await check()
-            while found is None:
-                await anext(watch)
-                found = await check()
-            return found
+        async with asyncio.timeout(timeout):
+            while True:
+                try:
+                    return await _until_found(store, prefix, check)
+                except (Unavailable, Compacted):
+                    await asyncio.sleep(POLL_INTERVAL)
     except TimeoutError:
         fail(f"gave up after {timeout:g} s waiting for {what}", code=3)
+
+
+async def _until_found(
+    store: MetadataStore, prefix: str, check: Callable[[], Awaitable[T | None]]
+) -> T:
+    start = await store.revision() + 1
+    async with store.watch(prefix, start_revision=start) as watch:
+        found = await check()
+        while found is None:
+            await anext(watch)
+            found = await check()
+        return found

@@ -17,7 +17,7 @@ from metaplane.admin._console import DEFAULT_STORE, StoreURL, console, fail, run
 from metaplane.admin._progress import spinner
 from metaplane.admin._workload import create_workload
 from metaplane.cluster import LocalCluster
-from metaplane.store import MetadataStore, open_store
+from metaplane.store import MetadataError, MetadataStore, open_store
 
 Brokers = Annotated[int, typer.Option("--brokers", "-n", min=1, max=64, help="Broker processes.")]
 Workload = Annotated[
@@ -70,7 +70,10 @@ async def show(store: MetadataStore, stop: asyncio.Event) -> None:
     """The brokers table, redrawn every second until `stop` is set."""
     with Live(console=console, refresh_per_second=2) as live:
         while not stop.is_set():
-            live.update(brokers_table(brokers_json(await read_brokers(store))))
+            try:
+                live.update(brokers_table(brokers_json(await read_brokers(store))))
+            except MetadataError as error:  # the store is away for a while: so is the table
+                live.update(f"[yellow]the store does not answer: {error}[/]; retrying")
             try:
                 async with asyncio.timeout(1.0):
                     await stop.wait()

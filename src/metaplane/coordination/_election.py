@@ -6,13 +6,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from metaplane import layout
 from metaplane._tasks import cancel_and_wait
 from metaplane.coordination._session import Session, SessionState
+from metaplane.resources import (
+    ONCE,
+    Change,
+    ChangedSinceRead,
+    Condition,
+    RetryPolicy,
+    Writer,
+    unchanged,
+)
 from metaplane.store import (
+    AlreadyExists,
     Compacted,
     Compare,
     Delete,
@@ -21,12 +31,13 @@ from metaplane.store import (
     Fenced,
     Get,
     MetadataError,
-    Operation,
     Put,
-    TxnResult,
 )
 
 log = logging.getLogger(__name__)
+
+_CAMPAIGN = RetryPolicy(conflicts=1, unavailable=2.0)
+"""A campaign sends its change again for a short while; the campaign loop retries after."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +62,12 @@ class LeaderElection:
 
     Leadership alone guarantees nothing: a leader may be paused, partitioned or deposed
     between learning that it leads and the moment its write lands. Every leader-only write
-    must go through `txn()`, which compares the leader key's create_revision with this
-    node's token: a deposed leader's write fails with `Fenced` and writes nothing. A leader
-    whose session is suspended stops acting at once (listeners hear `None`), before its
-    lease can expire; if the session recovers with the same lease, it leads again with the
-    same token.
+    is a change guarded by `fenced()` (or applied by `apply()`), which compares the leader
+    key's create_revision with this node's token: a deposed leader's write fails with
+    `Fenced` and writes nothing. A leader whose session is suspended stops acting at once
+    (listeners hear `None`, and a change not yet sent is refused before it leaves), before
+    its lease can expire; if the session recovers with the same lease, it leads again with
+    the same token.
     """
 
     def __init__(self, session: Session, node_id: int) -> None:
@@ -98,35 +110,33 @@ class LeaderElection:
 
     def fence(self) -> Compare:
         """The compare that makes a transaction leader-only. Raises Fenced if not leading."""
+        return self.fenced().compare
+
+    def fenced(self) -> Condition:
+        """The condition that makes a change leader-only: it holds at the store only while
+        this node's leader key is the current one, and it is refused here before the change
+        is sent once this node has stopped leading (its session suspended, say). A change
+        refused by it raises `Fenced`, and this node steps down. Raises Fenced at once if
+        this node does not lead."""
         token = self._token
         if token is None or not self.session.alive:
             raise Fenced(f"node {self.node_id} is not the leader")
-        return Compare.create_revision(self._key, "==", token.create_revision)
 
-    async def txn(
-        self,
-        compares: Iterable[Compare] = (),
-        on_success: Iterable[Operation] = (),
-        on_failure: Iterable[Operation] = (),
-    ) -> TxnResult:
-        """A leader-only transaction: it runs only while this node's token is current.
-
-        Raises Fenced (and steps down) when another node leads; otherwise returns the
-        result as `store.txn` does, the caller's own compares deciding the branch.
-        """
-        fence = self.fence()
-        assert self._token is not None
-        token = self._token
-        result = await self._store.txn(
-            [fence, *compares], on_success, [Get(self._key), *on_failure]
-        )
-        if result.succeeded:
-            return result
-        leader = result.entry(0)
-        if leader is None or leader.create_revision != token.create_revision:
+        def refusal(_: Entry | None) -> MetadataError:
             self._demote(token, "fenced: another node leads")
-            raise Fenced(f"node {self.node_id} (epoch {token.epoch}) no longer leads")
-        return TxnResult(False, result.revision, result.results[1:])
+            return Fenced(f"node {self.node_id} (epoch {token.epoch}) no longer leads")
+
+        def local() -> None:
+            if self._token is not token or not self.session.alive:
+                raise Fenced(f"node {self.node_id} (epoch {token.epoch}) stopped leading")
+
+        compare = Compare.create_revision(self._key, "==", token.create_revision)
+        return Condition(compare, refusal, local)
+
+    async def apply(self, change: Change, policy: RetryPolicy | None = None) -> int:
+        """Apply `change` as a leader-only write (guarded by `fenced()`): its revision, or
+        `Fenced` once another node leads, or the typed error of its own failed condition."""
+        return await Writer(self._store, policy).apply(change.guarded(self.fenced()))
 
     async def leader(self) -> tuple[int, int] | None:
         """The current leader's node id and epoch, read from the store."""
@@ -156,11 +166,11 @@ class LeaderElection:
                     await self._resign(token)
 
     async def _resign(self, token: LeaderToken) -> None:
-        await self._store.txn(
-            [Compare.create_revision(self._key, "==", token.create_revision)],
-            [Delete(self._key)],
-            [],
+        mine = Condition(
+            Compare.create_revision(self._key, "==", token.create_revision),
+            lambda _: Fenced(f"node {self.node_id}: the leader key is no longer ours"),
         )
+        await Writer(self._store, ONCE).apply(Change((mine,), (Delete(self._key),)))
         log.info("node %d resigned leadership (epoch %d)", self.node_id, token.epoch)
 
     # -- campaigning -------------------------------------------------------------------
@@ -182,33 +192,37 @@ class LeaderElection:
                 await asyncio.sleep(0.1)
 
     async def _try_lead(self) -> tuple[LeaderToken | None, int]:
-        """Create the leader key if it is vacant, or recognise it as ours (same lease)."""
-        lease = self.session.lease
-        epoch_entry = await self._store.get(self._epoch_key)
-        epoch = int(epoch_entry.value) if epoch_entry is not None else 0
-        epoch_unchanged = (
-            Compare.mod_revision(self._epoch_key, "==", epoch_entry.mod_revision)
-            if epoch_entry is not None
-            else Compare.absent(self._epoch_key)
-        )
-        result = await self._store.txn(
-            [Compare.absent(self._key), epoch_unchanged],
-            [
-                Put(self._key, str(self.node_id).encode(), lease=lease.id),
-                Put(self._epoch_key, str(epoch + 1).encode()),
-                Get(self._key),
-            ],
-            [Get(self._key), Get(self._epoch_key)],
-        )
-        if result.succeeded:
-            created = result.entry(2)
-            assert created is not None
-            return LeaderToken(self.node_id, epoch + 1, created.create_revision), result.revision
-        leader, current_epoch = result.entry(0), result.entry(1)
-        if leader is not None and self._is_mine(leader):
-            held = int(current_epoch.value) if current_epoch is not None else epoch
-            return LeaderToken(self.node_id, held, leader.create_revision), result.revision
-        return None, result.revision
+        """Create the leader key if it is vacant, or recognise it as ours (same lease).
+        Returns the token (None: another node leads) and the revision it was read at."""
+        while True:
+            lease = self.session.lease
+            epoch_entry = await self._store.get(self._epoch_key)
+            epoch = int(epoch_entry.value) if epoch_entry is not None else 0
+            vacant = Condition(Compare.absent(self._key), lambda _: AlreadyExists(self._key))
+            read_epoch = 0 if epoch_entry is None else epoch_entry.mod_revision
+            change = Change(
+                (vacant, unchanged(self._epoch_key, read_epoch)),
+                (
+                    Put(self._key, str(self.node_id).encode(), lease=lease.id),
+                    Put(self._epoch_key, str(epoch + 1).encode()),
+                ),
+            )
+            try:
+                # A key of our own lease created by an attempt whose answer was lost is
+                # found in place by the runner, and counts as created now.
+                revision = await Writer(self._store, _CAMPAIGN).apply(change)
+            except (AlreadyExists, ChangedSinceRead):
+                pass
+            else:
+                return LeaderToken(self.node_id, epoch + 1, revision), revision
+            result = await self._store.txn([], [Get(self._key), Get(self._epoch_key)], [])
+            leader, current_epoch = result.entry(0), result.entry(1)
+            if leader is None:
+                continue  # the leader went between the two reads: campaign again
+            if self._is_mine(leader):
+                held = int(current_epoch.value) if current_epoch is not None else epoch
+                return LeaderToken(self.node_id, held, leader.create_revision), result.revision
+            return None, result.revision
 
     def _is_mine(self, leader: Entry) -> bool:
         return leader.lease == self.session.lease.id and leader.value == str(self.node_id).encode()

@@ -12,7 +12,18 @@ fails with a typed error, writing nothing.
         await cache.wait_for(revision)                                # read your write
 """
 
-from metaplane.resources._change import NULL, Change, Condition, Refusal, Write, unchanged
+from metaplane.resources._change import (
+    DEFAULT_POLICY,
+    NULL,
+    ONCE,
+    Change,
+    Condition,
+    Refusal,
+    RetryPolicy,
+    Write,
+    Writer,
+    unchanged,
+)
 from metaplane.resources._cluster import ClusterManager, Leadership
 from metaplane.resources._errors import (
     AlreadyUnassigned,
@@ -42,12 +53,14 @@ from metaplane.resources._errors import (
     SubscriptionExists,
     TopicAssigned,
     TopicExists,
+    TopicNotOwned,
 )
 from metaplane.resources._namespaces import NamespaceManager
 from metaplane.resources._ownership import (
     Marker,
     OwnershipManager,
     assignment_of,
+    owned,
     unassigned_of,
 )
 from metaplane.resources._reader import Manager, Reader, Versioned, View, decode_value
@@ -93,7 +106,9 @@ from metaplane.resources._values import (
 )
 
 __all__ = [
+    "DEFAULT_POLICY",
     "NULL",
+    "ONCE",
     "U32",
     "U64",
     "VALUE_TYPES",
@@ -150,6 +165,7 @@ __all__ = [
     "ProtobufDefinition",
     "Reader",
     "Refusal",
+    "RetryPolicy",
     "ResourceUsage",
     "SchemaDefinition",
     "SchemaIdIndex",
@@ -165,17 +181,20 @@ __all__ = [
     "SubscriptionType",
     "TopicAssigned",
     "TopicExists",
+    "TopicNotOwned",
     "TopicInfo",
     "TopicManager",
     "UnassignedMarker",
     "Versioned",
     "View",
     "Write",
+    "Writer",
     "assignment_of",
     "broker_mode",
     "decode",
     "decode_value",
     "encode",
+    "owned",
     "unassigned_of",
     "unchanged",
 ]

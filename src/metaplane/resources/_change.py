@@ -1,17 +1,23 @@
-"""A change to the metadata as a value: its conditions (compares, each with the typed error
-it stands for) and its writes, run as one transaction. Managers build changes; the layers
-above may add conditions of their own (a leader's fence) and run them as they are.
+"""The one write path above the store. A change to the metadata is a value: its conditions
+(compares, each with the typed error it stands for — a leader's or an owner's fence is one
+more condition) and its writes, run as one transaction. Managers build changes; one runner
+(`Writer`) applies them with a retry policy: it backs off and sends a change again while the
+store is unavailable, gives up with the typed error of the condition that failed, and
+re-reads (builds the change again) after a lost race.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+import random
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from typing import TypeAlias, TypeVar
 
 from metaplane.resources._errors import ChangedSinceRead
 from metaplane.store import (
+    MAX_TXN_OPS,
     BadVersion,
     Compare,
     Delete,
@@ -20,12 +26,15 @@ from metaplane.store import (
     Expect,
     Get,
     List,
+    Listing,
     MetadataError,
     MetadataStore,
+    Operation,
     Put,
     Txn,
     TxnResult,
     TxnTooLarge,
+    Unavailable,
 )
 
 log = logging.getLogger(__name__)
@@ -41,10 +50,15 @@ Refusal: TypeAlias = Callable[[Entry | None], MetadataError]
 
 @dataclass(frozen=True, slots=True)
 class Condition:
-    """A compare of a change and the typed error it raises when it does not hold."""
+    """A compare of a change and the typed error it raises when it does not hold.
+
+    `local`, when given, is checked before each attempt to send the change: it raises when
+    the condition is known here to fail already (a leader whose session is suspended stops
+    acting at once, even though its fence would still hold at the store)."""
 
     compare: Compare
     refusal: Refusal
+    local: Callable[[], None] | None = field(default=None, compare=False)
 
     @property
     def check(self) -> Get | List:
@@ -101,15 +115,43 @@ class Change:
                 return condition.refusal(entry)
         return None
 
-    async def apply(self, store: MetadataStore) -> int:
-        """Run the change; return its revision or raise the error it was refused with."""
-        result = await store.execute(self.txn())
-        if result.succeeded:
-            return result.revision
-        error = self.refusal(result)
-        if error is None:  # every compare held when the failure branch read them
-            raise AssertionError(f"a transaction failed with all its compares holding: {self}")
-        raise error
+    async def apply(self, store: MetadataStore, policy: RetryPolicy | None = None) -> int:
+        """Run the change through the one runner (`Writer`): its revision, or the error it
+        was refused with."""
+        return await Writer(store, policy).apply(self)
+
+    def check_local(self) -> None:
+        """Raise what a condition known to fail here already stands for (see `Condition`)."""
+        for condition in self.conditions:
+            if condition.local is not None:
+                condition.local()
+
+    def confirming_reads(self) -> list[Get | List]:
+        """The reads that tell whether this change's writes are in place."""
+        reads: list[Get | List] = []
+        for op in self.ops:
+            if isinstance(op, DeletePrefix):
+                reads.append(List(op.prefix, keys_only=True, limit=1))
+            else:
+                reads.append(Get(op.key))
+        return reads
+
+    def in_place(self, results: Iterable[object]) -> bool:
+        """True when `results` (of `confirming_reads`) show every write of the change done:
+        each put key holds the value (and lease) written, each deleted key is gone."""
+        for op, result in zip(self.ops, results, strict=True):
+            if isinstance(op, Put):
+                if not isinstance(result, Entry) or (result.value, result.lease) != (
+                    op.value,
+                    op.lease,
+                ):
+                    return False
+            elif isinstance(op, Delete):
+                if result is not None:
+                    return False
+            elif not isinstance(result, Listing) or len(result) > 0:
+                return False
+        return True
 
 
 def _checked_entry(result: TxnResult, index: int) -> Entry | None:
@@ -182,12 +224,112 @@ def mod_revision_of(entry: Entry | None) -> int:
     return 0 if entry is None else entry.mod_revision
 
 
-async def rereading(operation: Callable[[bool], Awaitable[T]], attempts: int = 3) -> T:
-    """`await operation(fresh)`, again while it is refused with `ChangedSinceRead` (a race
-    with another writer, or a late cache); `fresh` asks the retries to read from the store."""
-    for attempt in range(attempts - 1):
-        try:
-            return await operation(attempt > 0)
-        except ChangedSinceRead as error:
-            log.info("%s; reading again", error)
-    return await operation(True)
+# The runner -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How the runner retries.
+
+    `conflicts`: how many times a change is built again from fresh reads after a lost race
+    (`ChangedSinceRead`: a key it read was written since) before that error is raised.
+    `unavailable`: for how many seconds a change is sent again, backing off, while the store
+    is `Unavailable`, before that error is raised (0: never sent again).
+    """
+
+    conflicts: int = 5
+    unavailable: float = 15.0
+    first_backoff: float = 0.02
+    max_backoff: float = 1.0
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait before attempt `attempt` + 1 (the first retry goes at once)."""
+        if attempt <= 0:
+            return 0.0
+        ceiling = min(self.max_backoff, self.first_backoff * 2.0**attempt)
+        return random.uniform(0.5, 1.0) * ceiling
+
+
+DEFAULT_POLICY = RetryPolicy()
+ONCE = RetryPolicy(conflicts=1, unavailable=0.0)
+"""Send once and report what happened: for a caller that retries on its own terms."""
+
+
+class Writer:
+    """The one runner of changes: every write above the store goes through `apply` (one
+    change) or `run` (read, decide and write, again after a lost race).
+
+    A change sent while the store was unavailable may have been applied without its sender
+    hearing of it. When a later attempt is refused, the writer reads the keys the change
+    writes: if they hold what it wrote, the earlier attempt applied, and that is success —
+    so that a transient error never turns a done write into a failure, nor makes one twice.
+    """
+
+    def __init__(self, store: MetadataStore, policy: RetryPolicy | None = None) -> None:
+        self.store = store
+        self.policy = policy or DEFAULT_POLICY
+
+    async def apply(self, change: Change) -> int:
+        """Apply `change`: its revision, or the typed error of the condition that failed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.policy.unavailable
+        uncertain = False
+        attempt = 0
+        while True:
+            change.check_local()
+            try:
+                result = await self.store.execute(change.txn())
+            except Unavailable as error:
+                uncertain = uncertain or bool(change.ops)
+                if loop.time() >= deadline:
+                    raise
+                attempt += 1
+                delay = min(self.policy.backoff(attempt), max(deadline - loop.time(), 0.0))
+                log.info("%s; sending the change again in %.2f s", error, delay)
+                await asyncio.sleep(delay)
+                continue
+            if result.succeeded:
+                return result.revision
+            if uncertain:
+                done = await self._applied_before(change)
+                if done is not None:
+                    return done
+            refused = change.refusal(result)
+            if refused is None:  # every compare held when the failure branch read them
+                raise AssertionError(
+                    f"a transaction failed with all its compares holding: {change}"
+                )
+            raise refused
+
+    async def run(self, attempt: Callable[[bool], Awaitable[T]], what: str = "write") -> T:
+        """`await attempt(fresh)` — which reads, decides and applies a change — again while
+        it is refused with `ChangedSinceRead`, up to the policy's `conflicts` times; `fresh`
+        asks the retries to read from the store rather than a cache."""
+        for number in range(self.policy.conflicts):
+            try:
+                return await attempt(number > 0)
+            except ChangedSinceRead as error:
+                if number + 1 >= self.policy.conflicts:
+                    raise
+                log.info("%s: %s; reading again", what, error)
+                await asyncio.sleep(self.policy.backoff(number))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def _applied_before(self, change: Change) -> int | None:
+        """The revision at which an earlier attempt of `change` applied, or None."""
+        reads = change.confirming_reads()
+        results: list[object] = []
+        revision = 0
+        for start in range(0, len(reads), MAX_TXN_OPS // 2):
+            chunk: list[Operation] = list(reads[start : start + MAX_TXN_OPS // 2])
+            try:
+                read = await self.store.txn((), chunk, ())
+            except MetadataError:
+                return None
+            results.extend(read.results)
+            revision = max(revision, read.revision)
+        if not change.in_place(results):
+            return None
+        written = [r.mod_revision for r in results if isinstance(r, Entry)]
+        log.info("an earlier attempt of a change applied (its outcome was unknown)")
+        return max(written) if written else revision

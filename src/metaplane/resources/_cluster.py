@@ -48,7 +48,7 @@ class ClusterManager(Manager):
 
     async def create_cluster(self, name: str) -> int:
         """Write the cluster's name marker; `ClusterExists`."""
-        return await self.create_cluster_change(name).apply(self.store)
+        return await self.writer.apply(self.create_cluster_change(name))
 
     async def cluster(self, name: str) -> Versioned[None]:
         """The cluster's name marker (null; its revisions tell when it was created);
@@ -75,7 +75,7 @@ class ClusterManager(Manager):
     ) -> int:
         """Register a broker under `lease` (its session's): the registration vanishes with
         the lease. `BrokerRegistered` while another registration of that id lives."""
-        return await self.register_change(broker_id, registration, lease).apply(self.store)
+        return await self.writer.apply(self.register_change(broker_id, registration, lease))
 
     async def registration(self, broker_id: int) -> Versioned[BrokerRegistration]:
         """A live broker's registration (its endpoints); `NoBroker`."""
@@ -117,7 +117,7 @@ class ClusterManager(Manager):
     async def set_state(self, broker_id: int, state: BrokerState, version: int | Expect) -> int:
         """Write a broker's state over `version` (or ANY, or ABSENT for a first state);
         `BadVersion`, `NoBroker` for a version of a broker without a state."""
-        return await self.set_state_change(broker_id, state, version).apply(self.store)
+        return await self.writer.apply(self.set_state_change(broker_id, state, version))
 
     # -- load reports ------------------------------------------------------------------
 
@@ -150,7 +150,7 @@ class ClusterManager(Manager):
     ) -> int:
         """Write a broker's load report (over `version` if given); `BadVersion`,
         `NoLoadReport`."""
-        return await self.write_load_report_change(broker_id, report, version).apply(self.store)
+        return await self.writer.apply(self.write_load_report_change(broker_id, report, version))
 
     def delete_load_report_change(self, broker_id: int, version: int | Expect = ANY) -> Change:
         key = layout.load_report(broker_id)
@@ -165,7 +165,7 @@ class ClusterManager(Manager):
     async def delete_load_report(self, broker_id: int, version: int | Expect = ANY) -> int:
         """Delete a (lost) broker's load report, at `version` if given (with ANY, a missing
         report is no error); `BadVersion`, `NoLoadReport`."""
-        return await self.delete_load_report_change(broker_id, version).apply(self.store)
+        return await self.writer.apply(self.delete_load_report_change(broker_id, version))
 
     # -- leader ------------------------------------------------------------------------
 

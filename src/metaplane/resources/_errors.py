@@ -28,6 +28,8 @@ MetadataError (metaplane.store)
 │   └── AlreadyUnassigned     topic
 ├── BadVersion                a key at another version than the one given (the store's)
 │   └── ChangedSinceRead      a key written since it was read (by mod_revision)
+├── Fenced                    a fenced write by a writer whose token is stale (the store's)
+│   └── TopicNotOwned         topic, broker_id: the broker no longer owns the topic
 ├── NamespaceNotEmpty         namespace
 ├── BrokerNotActive           broker_id, mode
 └── InvalidRequest
@@ -44,6 +46,7 @@ from metaplane.layout import TopicName
 from metaplane.store import (
     AlreadyExists,
     BadVersion,
+    Fenced,
     InvalidValue,
     MetadataError,
     NotFound,
@@ -73,6 +76,16 @@ class ChangedSinceRead(BadVersion):
         self.key = key
         self.expected = expected
         self.actual = actual
+
+
+class TopicNotOwned(Fenced):
+    """A broker's write about a topic it no longer owns (under the assignment it served):
+    refused, so that a paused or deposed owner never writes over its successor."""
+
+    def __init__(self, topic: TopicName, broker_id: int) -> None:
+        super().__init__(f"broker {broker_id} no longer owns topic {topic}")
+        self.topic = topic
+        self.broker_id = broker_id
 
 
 class NamespaceNotEmpty(MetadataError):

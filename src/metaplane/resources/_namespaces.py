@@ -30,7 +30,7 @@ class NamespaceManager(Manager):
 
     async def create(self, namespace: str, policy: NamespacePolicy | None = None) -> int:
         """Create `namespace` with `policy` (default: every limit off); `NamespaceExists`."""
-        return await self.create_change(namespace, policy).apply(self.store)
+        return await self.writer.apply(self.create_change(namespace, policy))
 
     async def policy(self, namespace: str) -> Versioned[NamespacePolicy]:
         """The namespace's policy and its version; `NoNamespace`."""
@@ -48,7 +48,7 @@ class NamespaceManager(Manager):
 
     async def set_policy(self, namespace: str, policy: NamespacePolicy, version: int) -> int:
         """Replace the policy read at `version`; `BadVersion`, `NoNamespace`."""
-        return await self.set_policy_change(namespace, policy, version).apply(self.store)
+        return await self.writer.apply(self.set_policy_change(namespace, policy, version))
 
     async def namespaces(self) -> list[str]:
         """Every namespace, sorted."""
@@ -70,7 +70,7 @@ class NamespaceManager(Manager):
     async def delete(self, namespace: str, version: int | None = None) -> int:
         """Delete the namespace, at `version` of its policy if given; refused atomically with
         `NamespaceNotEmpty` while it lists a topic. `NoNamespace`, `BadVersion`."""
-        return await self.delete_change(namespace, version).apply(self.store)
+        return await self.writer.apply(self.delete_change(namespace, version))
 
 
 async def namespace_topics(reader: Reader, namespace: str) -> list[TopicName]:

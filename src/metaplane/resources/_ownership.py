@@ -14,7 +14,14 @@ from types import NoneType
 
 from metaplane import layout
 from metaplane.layout import PATTERNS, KeyKind, TopicName, parse
-from metaplane.resources._change import NULL, Change, key_absent, key_exists, unchanged
+from metaplane.resources._change import (
+    NULL,
+    Change,
+    Condition,
+    key_absent,
+    key_exists,
+    unchanged,
+)
 from metaplane.resources._errors import (
     AlreadyUnassigned,
     BrokerNotActive,
@@ -23,10 +30,11 @@ from metaplane.resources._errors import (
     NoTopicOwnerInfo,
     NoUnassignedMarker,
     TopicAssigned,
+    TopicNotOwned,
 )
 from metaplane.resources._reader import Manager, Versioned, View
 from metaplane.resources._values import BrokerMode, BrokerState, UnassignedMarker, encode
-from metaplane.store import Delete, Entry, Get, List, Put
+from metaplane.store import Compare, Delete, Entry, Get, List, Put
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +152,7 @@ class OwnershipManager(Manager):
         if view.entry(registration) is None:
             raise NoBroker(broker_id)
         change = self.assign_change(topic, broker_id, marker=waiting, state=_state(view, broker_id))
-        return await change.apply(self.store)
+        return await self.writer.apply(change)
 
     def unassign_change(
         self,
@@ -173,7 +181,18 @@ class OwnershipManager(Manager):
         """Unassign `topic` from its owner; `NoTopicOwnerInfo`, `AlreadyUnassigned`."""
         owner = await self.owner(topic)
         change = self.unassign_change(topic, owner, reason=reason, to_broker=to_broker)
-        return await change.apply(self.store)
+        return await self.writer.apply(change)
+
+
+def owned(broker_id: int, topic: TopicName, token: int) -> Condition:
+    """The fence of a broker's writes about a topic it serves: the topic is still assigned to
+    `broker_id` by the very assignment it loaded it under (created at revision `token`), not
+    merely assigned to it again since. Else `TopicNotOwned`."""
+    key = layout.assignment(broker_id, topic)
+    return Condition(
+        Compare.create_revision(key, "==", token),
+        lambda _: TopicNotOwned(topic, broker_id),
+    )
 
 
 def owners(entries: Iterable[Entry]) -> dict[TopicName, list[Entry]]:

@@ -11,6 +11,7 @@ from typing import Generic, TypeAlias, TypeVar
 
 from metaplane.cache import CacheState, LocalCache
 from metaplane.layout import parse
+from metaplane.resources._change import RetryPolicy, Writer
 from metaplane.resources._errors import MalformedValue
 from metaplane.resources._values import decode
 from metaplane.store import Entry, Get, List, MetadataStore
@@ -187,8 +188,15 @@ def _select(entries: builtins.list[Entry], read: List) -> builtins.list[Entry]:
 
 
 class Manager:
-    """What every manager has: the store it writes to, and a reader (through `cache`)."""
+    """What every manager has: the store it writes to, a reader (through `cache`), and the
+    one runner of its changes."""
 
-    def __init__(self, store: MetadataStore, cache: LocalCache | None = None) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        cache: LocalCache | None = None,
+        policy: RetryPolicy | None = None,
+    ) -> None:
         self.store = store
         self.reader = Reader(store, cache)
+        self.writer = Writer(store, policy)

@@ -13,7 +13,6 @@ from metaplane.resources._change import (
     Change,
     at_version,
     key_absent,
-    rereading,
     unchanged,
 )
 from metaplane.resources._errors import NoObject, NoSealedState, ObjectExists, SealedStateExists
@@ -56,12 +55,14 @@ class StorageManager(Manager):
     async def add_object(self, topic: TopicName, descriptor: ObjectDescriptor) -> int:
         """Add an object's descriptor (`ObjectExists`); if it is the newest, move
         `objects/cur` to it in the same transaction."""
-        return await rereading(partial(self._add_object, topic, descriptor))
+        return await self.writer.run(
+            partial(self._add_object, topic, descriptor), f"add an object to {topic}"
+        )
 
     async def _add_object(self, topic: TopicName, descriptor: ObjectDescriptor, fresh: bool) -> int:
         cur = layout.storage_cur(topic)
         current = (await self.reader.read(Get(cur), fresh=fresh)).get(cur, CurrentObject)
-        return await self.add_object_change(topic, descriptor, current).apply(self.store)
+        return await self.writer.apply(self.add_object_change(topic, descriptor, current))
 
     def replace_object_change(
         self, topic: TopicName, descriptor: ObjectDescriptor, version: int
@@ -79,7 +80,7 @@ class StorageManager(Manager):
     ) -> int:
         """Replace the descriptor read at `version` (completing an upload: `completed`,
         `etag`, `size`, `end_offset`); `BadVersion`, `NoObject`."""
-        return await self.replace_object_change(topic, descriptor, version).apply(self.store)
+        return await self.writer.apply(self.replace_object_change(topic, descriptor, version))
 
     async def object(self, topic: TopicName, start_offset: int) -> Versioned[ObjectDescriptor]:
         """The descriptor of the object starting at `start_offset`; `NoObject`."""
@@ -129,7 +130,7 @@ class StorageManager(Manager):
 
     async def seal(self, topic: TopicName, state: SealedState) -> int:
         """Write the sealed state of a topic leaving its broker; `SealedStateExists`."""
-        return await self.seal_change(topic, state).apply(self.store)
+        return await self.writer.apply(self.seal_change(topic, state))
 
     async def sealed_state(self, topic: TopicName) -> Versioned[SealedState]:
         """The sealed state the new owner starts from; `NoSealedState`."""
@@ -145,7 +146,7 @@ class StorageManager(Manager):
     async def delete_sealed_state(self, topic: TopicName, version: int) -> int:
         """Delete the sealed state read at `version`, once loaded; `BadVersion`,
         `NoSealedState`."""
-        return await self.delete_sealed_state_change(topic, version).apply(self.store)
+        return await self.writer.apply(self.delete_sealed_state_change(topic, version))
 
 
 def _check(descriptor: ObjectDescriptor) -> None:

@@ -68,7 +68,7 @@ class SubscriptionManager(Manager):
 
     async def create(self, topic: TopicName, metadata: SubscriptionMetadata) -> int:
         """Create the subscription named in `metadata`; `NoTopic`, `SubscriptionExists`."""
-        return await self.create_change(topic, metadata).apply(self.store)
+        return await self.writer.apply(self.create_change(topic, metadata))
 
     async def read(self, topic: TopicName, name: str) -> Versioned[SubscriptionMetadata]:
         """A subscription's metadata and version; `NoSubscription`."""
@@ -90,7 +90,7 @@ class SubscriptionManager(Manager):
     async def replace(self, topic: TopicName, metadata: SubscriptionMetadata, version: int) -> int:
         """Replace the metadata of the subscription it names, read at `version`;
         `BadVersion`, `NoSubscription`."""
-        return await self.replace_change(topic, metadata, version).apply(self.store)
+        return await self.writer.apply(self.replace_change(topic, metadata, version))
 
     async def update(self, topic: TopicName, name: str, version: int, **fields: object) -> int:
         """Change some fields of the metadata read at `version` (e.g. `consumer_id=…`), the
@@ -117,7 +117,7 @@ class SubscriptionManager(Manager):
     async def delete(self, topic: TopicName, name: str, version: int) -> int:
         """Delete the subscription read at `version`, and its cursor with it; `BadVersion`,
         `NoSubscription`."""
-        return await self.delete_change(topic, name, version).apply(self.store)
+        return await self.writer.apply(self.delete_change(topic, name, version))
 
     async def read_subscriptions(self, topic: TopicName) -> dict[str, SubscriptionData]:
         """Every subscription of `topic` with its cursor, by name, in one range read (empty
@@ -155,7 +155,7 @@ class SubscriptionManager(Manager):
     ) -> int:
         """Write the cursor of an existing subscription, over `version` if given;
         `NoSubscription`, `BadVersion`, `NoCursor` (a version of a cursor never written)."""
-        return await self.cursor_change(topic, name, offset, version).apply(self.store)
+        return await self.writer.apply(self.cursor_change(topic, name, offset, version))
 
 
 def _subscriptions(view: View, entries: Sequence[Entry]) -> dict[str, SubscriptionData]:

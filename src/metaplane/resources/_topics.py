@@ -20,7 +20,6 @@ from metaplane.resources._change import (
     key_absent,
     key_exists,
     mod_revision_of,
-    rereading,
     unchanged,
 )
 from metaplane.resources._errors import (
@@ -104,19 +103,19 @@ class TopicManager(Manager):
         """
         whole = self.create_change(topic, partitions=partitions, delivery=delivery)
         if whole.fits:
-            return await whole.apply(self.store)
+            return await self.writer.apply(whole)
         return await self._create_in_chunks(topic, partitions, delivery)
 
     async def _create_in_chunks(self, topic: TopicName, partitions: int, delivery: Delivery) -> int:
         pending = deque((p, _creation(p, delivery)) for p in topic.partitions(partitions))
         first, created = _fill(_parent_creation(topic, partitions, delivery), pending)
-        revision = await first.apply(self.store)
+        revision = await self.writer.apply(first)
         ours = Change((_created_at(topic, revision),))
         done = [*created, topic]
         try:
             while pending:
                 chunk, created = _fill(ours, pending)
-                revision = await chunk.apply(self.store)
+                revision = await self.writer.apply(chunk)
                 done[:0] = created
         except MetadataError:
             await self._remove_after_failure(done, ours)
@@ -153,7 +152,7 @@ class TopicManager(Manager):
 
     async def set_delivery(self, topic: TopicName, delivery: Delivery, version: int) -> int:
         """Change the delivery read at `version`; `BadVersion`, `NoTopic`."""
-        return await self.set_delivery_change(topic, delivery, version).apply(self.store)
+        return await self.writer.apply(self.set_delivery_change(topic, delivery, version))
 
     async def delete(self, topic: TopicName) -> int:
         """Delete the topic: everything under its root (delivery, producers, subscriptions
@@ -165,7 +164,7 @@ class TopicManager(Manager):
         else in chunks with the parent last. Its storage metadata (/danube-data/storage/…)
         stays: the storage clean-up removes the objects first, then their descriptors.
         """
-        return await rereading(partial(self._delete, topic))
+        return await self.writer.run(partial(self._delete, topic), f"delete {topic}")
 
     async def _delete(self, topic: TopicName, fresh: bool) -> int:
         root = layout.topic_root(topic)
@@ -194,7 +193,7 @@ class TopicManager(Manager):
         revision = 0
         while pending:
             chunk, _ = _fill(base or Change(), pending)
-            revision = await chunk.apply(self.store)
+            revision = await self.writer.apply(chunk)
         return revision
 
     # -- producers ---------------------------------------------------------------------
@@ -213,7 +212,7 @@ class TopicManager(Manager):
 
     async def register_producer(self, topic: TopicName, registration: ProducerRegistration) -> int:
         """Register a producer of an existing topic; `NoTopic`, `ProducerExists`."""
-        return await self.register_producer_change(topic, registration).apply(self.store)
+        return await self.writer.apply(self.register_producer_change(topic, registration))
 
     async def producer(self, topic: TopicName, producer_id: int) -> Versioned[ProducerRegistration]:
         """A producer's registration; `NoProducer`."""
@@ -230,7 +229,7 @@ class TopicManager(Manager):
 
     async def delete_producer(self, topic: TopicName, producer_id: int, version: int) -> int:
         """Remove a producer's registration read at `version`; `BadVersion`, `NoProducer`."""
-        return await self.delete_producer_change(topic, producer_id, version).apply(self.store)
+        return await self.writer.apply(self.delete_producer_change(topic, producer_id, version))
 
     async def producers(self, topic: TopicName) -> list[Versioned[ProducerRegistration]]:
         """The producers of `topic`, by id, read with its root at one revision; `NoTopic`."""

@@ -32,6 +32,7 @@ class ServerProcess(ABC):
     def __init__(self, folder: Path, log_file: Path) -> None:
         self.folder = folder
         self.process: subprocess.Popen[bytes] | None = None
+        self.paused = False
         self._log_file = log_file
 
     @property
@@ -80,8 +81,24 @@ class ServerProcess(ABC):
             return
         if self.process.poll() is None:
             os.killpg(self.process.pid, sig)
+            if self.paused:  # a stopped process acts on SIGTERM only once continued
+                os.killpg(self.process.pid, signal.SIGCONT)
             self.process.wait(timeout=30)
         self.process = None
+        self.paused = False
+
+    def pause(self) -> None:
+        """Freeze the server (SIGSTOP): its connections stay open and nothing answers, as in
+        a long GC pause or a hung disk. `resume()` continues it."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self) -> None:
+        """Continue a paused server (SIGCONT)."""
+        if self.process is not None and self.process.poll() is None and self.paused:
+            os.killpg(self.process.pid, signal.SIGCONT)
+        self.paused = False
 
     def stop(self) -> None:
         self.kill(signal.SIGTERM)

@@ -163,6 +163,21 @@ class EtcdCluster:
     def url(self) -> str:
         return "etcd://" + ",".join(self.endpoints)
 
+    def member(self, endpoint: str) -> EtcdMember:
+        """The member serving `endpoint` (a client's `active_endpoint`, say)."""
+        for member in self.members:
+            if member.endpoint == endpoint:
+                return member
+        raise KeyError(endpoint)
+
+    def pause(self, member: EtcdMember) -> None:
+        """Freeze one member (SIGSTOP): its clients' requests go unanswered, its peers see
+        it silent — a hung member, not a dead one."""
+        member.pause()
+
+    def resume(self, member: EtcdMember) -> None:
+        member.resume()
+
     def start(self) -> None:
         for member in self.members:
             member.start()

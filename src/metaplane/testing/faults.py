@@ -1,16 +1,38 @@
-"""A store that wraps another and breaks on purpose: chosen operations fail on chosen paths,
-watches break after some batches. For testing what stands on the store."""
+"""A store that wraps another and misbehaves on purpose, for testing what stands on the store:
+chosen operations on chosen paths fail (before they reach the store, or after — the outcome
+unknown to the caller), answer late, or hang until released; watches break, stall or lag.
+
+Faults are values a test passes in, so that a race window is hit on every run:
+
+    faulty = FaultyStore(store)
+    faulty.fail("txn", "/topics", after=True)       # one write applies, its caller sees Unavailable
+    faulty.delay("txn", seconds=0.3)                # every transaction takes 0.3 s more
+    stall = faulty.hang("refresh")                  # lease refreshes never answer …
+    stall.release()                                 # … until now
+
+A process that cannot be reached from the test (a broker started as a child process) reads
+its faults from a control file instead (`control=`): a JSON list of fault objects, read again
+whenever the file changes; each fault with a new `id` applies afresh. See `ControlFile`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
 
 from metaplane.store import (
     Entry,
     Lease,
     List,
     Listing,
+    MetadataError,
     MetadataStore,
     Put,
     Txn,
@@ -21,96 +43,222 @@ from metaplane.store import (
     in_prefix,
 )
 
-OPERATIONS = ("get", "list", "put", "txn", "revision", "grant", "refresh", "revoke", "watch")
+log = logging.getLogger(__name__)
+
+OPERATIONS = (
+    "get",
+    "list",
+    "put",
+    "txn",
+    "revision",
+    "compact",
+    "grant",
+    "refresh",
+    "revoke",
+    "watch",
+)
+"""What a fault can name ("*" names every one)."""
+
+Kind = Literal["error", "latency", "hang"]
 
 
-@dataclass
+def _unavailable() -> Exception:
+    return Unavailable("injected fault")
+
+
+@dataclass(eq=False)
 class Fault:
-    """Fail `operation` on keys under `prefix`, `times` times (None: until removed)."""
+    """Misbehave on `operation` for keys under `prefix` (or prefix operations above it).
+
+    `kind` is "error" (raise `make_error()`; with `after`, once the operation has applied),
+    "latency" (answer `seconds` later) or "hang" (never answer until `release()`). `times`
+    counts the operations it still applies to (None: until removed); a transaction counts
+    once whatever the number of its keys.
+    """
 
     operation: str
-    prefix: str
-    make_error: Callable[[], Exception]
+    prefix: str = "/"
+    make_error: Callable[[], Exception] = _unavailable
     times: int | None = 1
+    kind: Kind = "error"
+    seconds: float = 0.0
+    after: bool = False
+    hits: int = 0
+    _released: asyncio.Event | None = field(default=None, repr=False)
 
-    def applies(self, operation: str, key: str | None) -> bool:
-        if operation != self.operation or self.times == 0:
+    def applies(self, operation: str, keys: Iterable[str | None]) -> bool:
+        if self.operation not in (operation, "*") or self.times == 0:
             return False
-        return key is None or in_prefix(key, self.prefix) or in_prefix(self.prefix, key)
+        return any(
+            key is None or in_prefix(key, self.prefix) or in_prefix(self.prefix, key)
+            for key in keys
+        )
+
+    def consume(self) -> None:
+        self.hits += 1
+        if self.times is not None:
+            self.times -= 1
+
+    def release(self) -> None:
+        """End a hang: operations waiting on it go on, and it stops applying."""
+        self.times = 0
+        if self._released is not None:
+            self._released.set()
+
+    async def wait_released(self) -> None:
+        if self._released is None:
+            self._released = asyncio.Event()
+        if self.times == 0:
+            return
+        await self._released.wait()
 
 
 class FaultyStore(MetadataStore):
     """Delegates to `inner`, except where a fault says otherwise."""
 
-    def __init__(self, inner: MetadataStore) -> None:
+    def __init__(self, inner: MetadataStore, *, control: Path | str | None = None) -> None:
         self.inner = inner
         self.url = f"faulty+{inner.url}"
         self.faults: list[Fault] = []
         self._watch_breaks: list[int] = []
+        self._control = ControlFile(Path(control)) if control is not None else None
+        self.injected: list[tuple[float, str, str, str]] = []
+        """(time, operation, kind, key) of every fault that struck, for a test to report."""
+
+    # -- adding and removing faults ----------------------------------------------------
+
+    def add(self, fault: Fault) -> Fault:
+        if fault.operation not in (*OPERATIONS, "*"):
+            raise ValueError(f"unknown operation {fault.operation!r}; one of {OPERATIONS}")
+        self.faults.append(fault)
+        return fault
 
     def fail(
         self,
         operation: str,
         prefix: str = "/",
         *,
-        error: Callable[[], Exception] = lambda: Unavailable("injected fault"),
+        error: Callable[[], Exception] = _unavailable,
         times: int | None = 1,
+        after: bool = False,
     ) -> Fault:
-        if operation not in OPERATIONS:
-            raise ValueError(f"unknown operation {operation!r}; one of {OPERATIONS}")
-        fault = Fault(operation, prefix, error, times)
-        self.faults.append(fault)
-        return fault
+        """Raise `error()` on `operation` under `prefix`, `times` times. With `after`, the
+        operation reaches the store and applies first: its caller cannot tell."""
+        return self.add(Fault(operation, prefix, error, times, "error", after=after))
+
+    def delay(
+        self, operation: str, prefix: str = "/", *, seconds: float, times: int | None = None
+    ) -> Fault:
+        """Answer `operation` under `prefix` `seconds` late (each watch batch, for a watch)."""
+        return self.add(Fault(operation, prefix, times=times, kind="latency", seconds=seconds))
+
+    def hang(self, operation: str, prefix: str = "/", *, times: int | None = None) -> Fault:
+        """Never answer `operation` under `prefix` until the fault is released (a watch
+        delivers nothing meanwhile). A caller's own timeout still cancels the wait."""
+        return self.add(Fault(operation, prefix, times=times, kind="hang"))
+
+    def remove(self, fault: Fault) -> None:
+        fault.release()
+        if fault in self.faults:
+            self.faults.remove(fault)
+
+    def clear(self) -> None:
+        for fault in list(self.faults):
+            self.remove(fault)
 
     def break_watches_after(self, *batches: int) -> None:
         """The next watches opened break with `Unavailable` after so many batches each."""
         self._watch_breaks.extend(batches)
 
-    def _check(self, operation: str, key: str | None = None) -> None:
-        for fault in self.faults:
-            if fault.applies(operation, key):
-                if fault.times is not None:
-                    fault.times -= 1
+    # -- striking ----------------------------------------------------------------------
+
+    def _matching(self, operation: str, keys: Iterable[str | None]) -> list[Fault]:
+        if self._control is not None:
+            self._control.refresh(self)
+        wanted = list(keys)
+        found = [fault for fault in self.faults if fault.applies(operation, wanted)]
+        for fault in found:
+            fault.consume()
+            key = next((k for k in wanted if k is not None), "")
+            self.injected.append((time.time(), operation, fault.kind, key))
+            log.info("injected %s on %s %s", fault.kind, operation, key)
+        return found
+
+    async def _before(self, operation: str, *keys: str | None) -> list[Fault]:
+        """Apply latency, hangs and errors that come before the operation; return the
+        errors that come after it."""
+        faults = self._matching(operation, keys or (None,))
+        for fault in faults:
+            if fault.kind == "latency":
+                await asyncio.sleep(fault.seconds)
+            elif fault.kind == "hang":
+                await fault.wait_released()
+        for fault in faults:
+            if fault.kind == "error" and not fault.after:
                 raise fault.make_error()
+        return [fault for fault in faults if fault.kind == "error" and fault.after]
+
+    @staticmethod
+    def _after(faults: list[Fault]) -> None:
+        if faults:
+            raise faults[0].make_error()
+
+    # -- the contract ------------------------------------------------------------------
 
     async def _get(self, key: str) -> Entry | None:
-        self._check("get", key)
-        return await self.inner._get(key)
+        after = await self._before("get", key)
+        entry = await self.inner._get(key)
+        self._after(after)
+        return entry
 
     async def _list(self, op: List, revision: int | None) -> Listing:
-        self._check("list", op.prefix)
-        return await self.inner._list(op, revision)
+        after = await self._before("list", op.prefix)
+        listing = await self.inner._list(op, revision)
+        self._after(after)
+        return listing
 
     async def _put(self, op: Put) -> int:
-        self._check("put", op.key)
-        return await self.inner._put(op)
+        after = await self._before("put", op.key)
+        revision = await self.inner._put(op)
+        self._after(after)
+        return revision
 
     async def _txn(self, txn: Txn) -> TxnResult:
-        keys = [c.key for c in txn.compares] + [
+        keys = [compare.key for compare in txn.compares] + [
             getattr(op, "key", getattr(op, "prefix", "/")) for op in txn.on_success
         ]
-        for key in keys or ["/"]:
-            self._check("txn", key)
-        return await self.inner._txn(txn)
+        after = await self._before("txn", *(keys or ["/"]))
+        result = await self.inner._txn(txn)
+        self._after(after)
+        return result
 
     async def _revision(self) -> int:
-        self._check("revision")
-        return await self.inner._revision()
+        after = await self._before("revision")
+        revision = await self.inner._revision()
+        self._after(after)
+        return revision
 
     async def _compact(self, revision: int) -> None:
+        after = await self._before("compact")
         await self.inner._compact(revision)
+        self._after(after)
 
     async def _grant(self, ttl: int) -> Lease:
-        self._check("grant")
-        return await self.inner._grant(ttl)
+        after = await self._before("grant")
+        lease = await self.inner._grant(ttl)
+        self._after(after)
+        return lease
 
-    async def _refresh(self, lease: int) -> int:
-        self._check("refresh")
-        return await self.inner._refresh(lease)
+    async def _refresh(self, lease: int, timeout: float | None = None) -> int:
+        after = await self._before("refresh")
+        ttl = await self.inner._refresh(lease, timeout)
+        self._after(after)
+        return ttl
 
     async def _revoke(self, lease: int) -> None:
-        self._check("revoke")
+        after = await self._before("revoke")
         await self.inner._revoke(lease)
+        self._after(after)
 
     def _watch(self, prefix: str, start_revision: int | None) -> Watch:
         breaks_after = self._watch_breaks.pop(0) if self._watch_breaks else None
@@ -128,7 +276,7 @@ class _FaultyWatch(Watch):
         self._left = breaks_after
 
     async def __anext__(self) -> WatchBatch:
-        self._store._check("watch", self.prefix)
+        await self._store._before("watch", self.prefix)
         if self._left == 0:
             await self._inner.aclose()
             raise Unavailable("injected: the watch stream broke")
@@ -142,3 +290,83 @@ class _FaultyWatch(Watch):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+class ControlFile:
+    """Faults read from a JSON file that another process (a test's nemesis) writes:
+
+        [{"id": "f17", "operation": "txn", "prefix": "/topics", "kind": "error",
+          "times": 1, "after": false},
+         {"id": "f18", "operation": "*", "kind": "latency", "seconds": 0.3, "times": null},
+         {"id": "f19", "operation": "refresh", "kind": "hang", "times": null}]
+
+    The file is looked at no more than every `interval` seconds (by its modification time).
+    A fault is added the first time its `id` is seen; a fault whose `id` has left the file is
+    removed (a hang is released). Errors are `Unavailable`.
+    """
+
+    def __init__(self, path: Path, interval: float = 0.05) -> None:
+        self.path = path
+        self.interval = interval
+        self._checked = 0.0
+        self._stamp: tuple[int, int] | None = None
+        self._active: dict[str, Fault] = {}
+
+    def refresh(self, store: FaultyStore) -> None:
+        now = time.monotonic()
+        if now - self._checked < self.interval:
+            return
+        self._checked = now
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            stamp = None
+        else:
+            stamp = (stat.st_mtime_ns, stat.st_size)
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        wanted = self._read() if stamp is not None else []
+        ids = {str(spec["id"]) for spec in wanted}
+        for gone in set(self._active) - ids:
+            store.remove(self._active.pop(gone))
+        for spec in wanted:
+            ident = str(spec["id"])
+            if ident not in self._active:
+                self._active[ident] = store.add(_fault(spec))
+
+    def _read(self) -> list[dict[str, Any]]:
+        try:
+            loaded = json.loads(self.path.read_text())
+        except (OSError, ValueError) as error:  # a half-written file: read it next time
+            log.warning("fault control file %s unreadable: %s", self.path, error)
+            self._stamp = None
+            return [spec for spec in self._current_specs()]
+        if not isinstance(loaded, list):
+            raise MetadataError(f"{self.path}: a fault control file holds a JSON list")
+        return [spec for spec in loaded if isinstance(spec, dict) and "id" in spec]
+
+    def _current_specs(self) -> list[dict[str, Any]]:
+        return [{"id": ident} for ident in self._active]
+
+
+def _fault(spec: dict[str, Any]) -> Fault:
+    kind = spec.get("kind", "error")
+    if kind not in ("error", "latency", "hang"):
+        raise ValueError(f"unknown fault kind {kind!r}")
+    times = spec.get("times", 1)
+    return Fault(
+        operation=str(spec.get("operation", "*")),
+        prefix=str(spec.get("prefix", "/")),
+        times=None if times is None else int(times),
+        kind=kind,
+        seconds=float(spec.get("seconds", 0.0)),
+        after=bool(spec.get("after", False)),
+    )
+
+
+def write_control(path: Path, faults: Iterable[dict[str, Any]]) -> None:
+    """Replace the faults of a control file at once (write aside, then rename)."""
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_text(json.dumps(list(faults)))
+    os.replace(temporary, path)
