@@ -31,6 +31,9 @@ from metaplane.resources import (
     ObjectDescriptor,
     OwnershipManager,
     SealedState,
+    SubscriptionManager,
+    SubscriptionMetadata,
+    SubscriptionType,
     TopicManager,
     decode,
 )
@@ -62,13 +65,31 @@ async def owners(store: MetadataStore, brokers: list[int]) -> dict[int, set[Topi
     return {broker: set(await ownership.assignments(broker)) for broker in brokers}
 
 
-async def create_topics(store: MetadataStore, count: int, namespace: str = "ns") -> list[TopicName]:
+async def create_topics(
+    store: MetadataStore,
+    count: int,
+    namespace: str = "ns",
+    subscriptions: tuple[str, ...] = ("sub",),
+) -> list[TopicName]:
+    """`count` topics, each with `subscriptions` (a cursor is written only for a subscription
+    that exists)."""
     await NamespaceManager(store).create(namespace)
     topics = [TopicName(namespace, f"t{i:03d}") for i in range(count)]
     manager = TopicManager(store)
     for topic in topics:
         await manager.create(topic)
+        for name in subscriptions:
+            await SubscriptionManager(store).create(topic, subscription(name))
     return topics
+
+
+def subscription(name: str) -> SubscriptionMetadata:
+    return SubscriptionMetadata(
+        consumer_id=1,
+        consumer_name="consumer",
+        subscription_name=name,
+        subscription_type=SubscriptionType.EXCLUSIVE,
+    )
 
 
 @pytest.fixture

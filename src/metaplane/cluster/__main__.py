@@ -8,8 +8,12 @@ import argparse
 import asyncio
 import logging
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
+from metaplane.cluster._journal import NO_JOURNAL, FileJournal, Journal
 from metaplane.cluster._node import NodeSettings, run_node
+from metaplane.store import MetadataStore
 
 
 def ready() -> None:
@@ -24,6 +28,10 @@ def main() -> None:
     parser.add_argument("--index", type=int, default=0)
     parser.add_argument("--workload", action="store_true")
     parser.add_argument("--session-ttl", type=int, default=5)
+    parser.add_argument("--rate", type=float, default=20.0, help="messages/s a topic publishes")
+    # For tests: a journal of what the node does, and faults read from a control file.
+    parser.add_argument("--journal", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--faults", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     logging.basicConfig(
         level=logging.INFO,
@@ -35,8 +43,18 @@ def main() -> None:
         workload=args.workload,
         session_ttl=args.session_ttl,
         load_report_interval=1.0,
+        rate=args.rate,
     )
-    asyncio.run(run_node(args.store, settings, on_ready=ready))
+    journal: Journal = NO_JOURNAL
+    if args.journal is not None:
+        journal = FileJournal(args.journal, args.broker_id)
+    wrap: Callable[[MetadataStore], MetadataStore] | None = None
+    if args.faults is not None:
+        from metaplane.testing import FaultyStore
+
+        control = args.faults
+        wrap = lambda store: FaultyStore(store, control=control)  # noqa: E731
+    asyncio.run(run_node(args.store, settings, on_ready=ready, journal=journal, wrap=wrap))
 
 
 if __name__ == "__main__":

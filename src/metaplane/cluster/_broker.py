@@ -1,6 +1,8 @@
 """`BrokerNode`: what a broker embeds. It registers under its session's lease, keeps its
-state and load report, loads and unloads the topics the leader assigns it, batches cursors,
-and hands a topic over (sealed) when it is moved away."""
+state and load report, and reconciles the topics the leader assigns it with those its host
+serves: loading, clearing a seal, unloading and handing over — each step idempotent and
+retried until it succeeds or the assignments change. Every write it makes about a topic is
+fenced on owning it (or, handing it over, on the marker that took it away)."""
 
 from __future__ import annotations
 
@@ -8,17 +10,20 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 import psutil
 
 from metaplane import layout
 from metaplane._tasks import cancel_and_wait
-from metaplane.cache import LocalCache, Subscription
+from metaplane.cache import LocalCache
 from metaplane.cluster._cursors import DEFAULT_EVERY, DEFAULT_INTERVAL, CursorBatcher
+from metaplane.cluster._journal import NO_JOURNAL, Journal
 from metaplane.coordination import Session, SessionState
 from metaplane.layout import KeyKind, TopicName
 from metaplane.resources import (
@@ -26,42 +31,60 @@ from metaplane.resources import (
     BrokerRegistered,
     BrokerRegistration,
     BrokerState,
+    Change,
+    ChangedSinceRead,
     ClusterManager,
+    Condition,
     LoadReport,
-    NoSealedState,
+    NoSubscription,
     ObjectDescriptor,
     ResourceUsage,
+    RetryPolicy,
     SealedState,
     StorageManager,
+    UnassignedMarker,
     Versioned,
+    Writer,
     decode,
     decode_value,
     encode,
+    owned,
+    unchanged,
 )
 from metaplane.store import (
     ANY,
-    Compare,
+    BadVersion,
+    Entry,
     EventType,
+    Fenced,
+    Get,
+    List,
     MetadataError,
     MetadataStore,
+    NotFound,
     Put,
+    WatchBatch,
 )
 
 log = logging.getLogger(__name__)
+
+_STEP = RetryPolicy(conflicts=2, unavailable=2.0)
+"""A step sends its change again for two seconds at most; the loop retries the step after."""
 
 
 class TopicHost(Protocol):
     """The broker's side of topic ownership: the BrokerNode calls it."""
 
-    async def load(self, topic: TopicName, start_offset: int) -> None:
-        """Start serving `topic`; its next message gets `start_offset`."""
+    async def load(self, topic: TopicName, start_offset: int, owned: Condition) -> None:
+        """Start serving `topic`; its next message gets `start_offset`. What the host writes
+        about the topic while it serves it (its storage objects) is a change guarded by
+        `owned`, which fails once the topic is no longer this broker's."""
 
-    async def unload(self, topic: TopicName, fence: Compare) -> int:
+    async def unload(self, topic: TopicName, fence: Condition) -> int:
         """Stop serving `topic`; return its last committed offset (-1 if it has none).
 
-        The topic is no longer assigned to this broker: metadata the host still writes for
-        it (its last storage object) must be written under `fence`, which holds while the
-        hand-over is not finished."""
+        What the host still writes about it (its last storage object) is guarded by `fence`,
+        which holds while the hand-over is not finished."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +96,20 @@ class BrokerConfig:
     cursor_every: int = DEFAULT_EVERY
     cursor_interval: float = DEFAULT_INTERVAL
     registration_wait: float = 60.0
-    """How long to wait for a predecessor's registration (same id, a dead process) to go."""
+    """How long `start` waits for a predecessor's registration (same id, a dead process)."""
+    stop_timeout: float = 15.0
+    """How long `stop` tries to hand its topics over before it gives up (and says so)."""
+
+
+@dataclass(slots=True)
+class _Served:
+    """A topic the host has loaded: under which assignment, from which offset, whether its
+    seal is still to be cleared, and — once the host unloaded it — its last offset."""
+
+    token: int
+    start: int
+    seal: Versioned[SealedState] | None
+    last: int | None = None
 
 
 class BrokerNode:
@@ -81,42 +117,81 @@ class BrokerNode:
 
     Start: a session, the registration (absent before, under the session's lease), the
     state `active`, a LocalCache of the broker's own keys (its state and assignments), then
-    the topics assigned to it. Assignments arriving later are loaded; assignments deleted
-    (a move, a drain, a rebalance) are unloaded and sealed: the cursors and the sealed
-    state are written in one transaction that holds only while the unassigned marker that
-    took the topic away is unchanged — so the leader, which waits for the sealed state,
-    never assigns the topic before it is sealed, and nothing is written once it has.
+    the reconciliation loop. Desired state: the assignments under the broker's prefix, each
+    with the revision that created it (its ownership token). Actual state: the topics the
+    host has loaded. Each round converges the two, step by step:
+
+    - assigned, not loaded: recover the start offset (after the highest of the seal, the
+      last stored object and the cursors), load, then clear the seal (a compare on its
+      version, fenced on owning the topic);
+    - loaded, no longer assigned: stop accepting acks, unload (the host's last object goes
+      under the hand-over's fence), then write the cursors and the sealed state in one
+      change that holds only while the unassigned marker that took the topic away is
+      unchanged — the leader, which waits for the seal, never assigns it before;
+    - loaded under an assignment since replaced (moved away and back): hand over to itself.
+
+    A step that fails (the store away, one transient error) is retried with backoff until it
+    succeeds or the assignments change; a step that cannot succeed (the topic was deleted,
+    the leader gave up waiting) ends with a log line and a count (`abandoned`).
     """
 
-    def __init__(self, store: MetadataStore, config: BrokerConfig, host: TopicHost) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        config: BrokerConfig,
+        host: TopicHost,
+        *,
+        journal: Journal = NO_JOURNAL,
+    ) -> None:
         self.store = store
         self.config = config
         self.broker_id = config.broker_id
         self.host = host
+        self.journal = journal
         self.session = Session(store, ttl=config.session_ttl)
         self.cursors = CursorBatcher(
-            store, config.broker_id, every=config.cursor_every, interval=config.cursor_interval
+            store,
+            config.broker_id,
+            every=config.cursor_every,
+            interval=config.cursor_interval,
+            fence=self._fence,
+            journal=journal,
         )
-        self._cluster = ClusterManager(store)
-        self._storage = StorageManager(store)
-        self._owned: set[TopicName] = set()
+        self._writer = Writer(store, _STEP)
+        self._cluster = ClusterManager(store, policy=_STEP)
+        self._storage = StorageManager(store, policy=_STEP)
+        self._served: dict[TopicName, _Served] = {}
+        self._serving: set[TopicName] = set()
+        self._taken_unserved: set[TopicName] = set()
+        """Topics assigned to us and taken away again before we loaded them: the leader
+        still waits for their seal."""
         self._cache: LocalCache | None = None
-        self._subscription: Subscription | None = None
-        self._handled = 0
-        self._progress = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._converged = asyncio.Condition()
+        self._converged_at = 0
+        self._registered_generation = 0
+        self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
         self._process = psutil.Process(os.getpid())
+        self.loaded = 0
+        """Topics loaded since start."""
+        self.handed_over = 0
+        """Topics unloaded and sealed with their cursors."""
+        self.abandoned = 0
+        """Topics unloaded without a seal: deleted, or taken without a marker to seal under."""
+        self.step_failures = 0
+        """Steps that failed and were retried."""
 
     @property
     def owned(self) -> frozenset[TopicName]:
-        """The topics this broker serves now."""
-        return frozenset(self._owned)
+        """The topics this broker serves now (loaded, and assigned to it as far as it knows)."""
+        return frozenset(self._serving)
 
     # -- life cycle --------------------------------------------------------------------
 
     async def start(self) -> None:
         await self.session.start()
-        await self._register()
+        await self._register(wait=self.config.registration_wait)
         await self._cluster.set_state(
             self.broker_id, BrokerState(mode=BrokerMode.ACTIVE, reason="boot"), ANY
         )
@@ -125,25 +200,40 @@ class BrokerNode:
             self.store, [layout.broker_prefix(self.broker_id)], decoder=decode_value
         )
         await self._cache.start()
-        subscription = self._cache.subscribe(layout.broker_prefix(self.broker_id))
-        self._subscription = subscription
-        await self._apply_assignments(self._assigned_now())
+        self._cache.listen(layout.broker_prefix(self.broker_id), self._on_assignments)
         await self.cursors.start()
         loop = asyncio.get_running_loop()
         self._tasks = [
-            loop.create_task(self._follow(subscription), name=f"broker {self.broker_id}"),
+            loop.create_task(self._reconcile_loop(), name=f"broker {self.broker_id}"),
             loop.create_task(self._report_load(), name=f"load report {self.broker_id}"),
         ]
-        log.info("broker %d started with %d topics", self.broker_id, len(self._owned))
+        await self.caught_up(self._cache.applied_revision, timeout=None)
+        log.info("broker %d started with %d topics", self.broker_id, len(self._serving))
 
     async def stop(self) -> None:
         """A clean shutdown: every topic unloaded and sealed with its cursors (so that its
-        next owner resumes exactly), then the session revoked (the registration goes)."""
+        next owner resumes exactly), then the session revoked (the registration goes). With
+        the store away it gives up after `stop_timeout` and says what was not handed over."""
+        self._stopping = True
+        self._changed.set()
+        if self._tasks:
+            # A step is let finish (a host half unloaded is not asked to unload again).
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.stop_timeout / 2):
+                    await asyncio.shield(self._tasks[0])
         for task in self._tasks:
             await cancel_and_wait(task)
-        for topic in sorted(self._owned):
-            await self._hand_over(topic, fence=Compare.exists(self._assignment(topic)))
-        await self.cursors.stop()
+        self._tasks = []
+        deadline = asyncio.get_running_loop().time() + self.config.stop_timeout
+        for topic in sorted(self._served):
+            await self._retrying(partial(self._hand_over_at_stop, topic), deadline)
+        await self.cursors.stop(timeout=max(deadline - asyncio.get_running_loop().time(), 0.1))
+        if self._served:
+            log.error(
+                "broker %d stopped without handing over %s",
+                self.broker_id,
+                sorted(topic.path for topic in self._served),
+            )
         if self._cache is not None:
             await self._cache.aclose()
         await self.session.close()
@@ -156,27 +246,45 @@ class BrokerNode:
 
     def ack(self, topic: TopicName, subscription: str, offset: int) -> None:
         """A consumer of `subscription` acknowledged up to `offset` (batched, see cursors)."""
-        if topic in self._owned:
+        if topic in self._serving:
             self.cursors.ack(topic, subscription, offset)
+            self.journal.record("ack", topic=topic.path, subscription=subscription, offset=offset)
+
+    async def caught_up(self, revision: int, timeout: float | None = None) -> None:
+        """Return once this node has loaded and unloaded what its assignments as of
+        `revision` (or later) ask for (read your writes, at the broker)."""
+        assert self._cache is not None
+        async with asyncio.timeout(timeout):
+            await self._cache.wait_for(revision)
+            async with self._converged:
+                while self._converged_at < revision:
+                    self._changed.set()  # a round that reads the assignments as of now
+                    await self._converged.wait()
 
     # -- registration ------------------------------------------------------------------
 
-    async def _register(self) -> None:
+    async def _register(self, wait: float = 0.0) -> None:
         """Register under the session's lease; a predecessor's registration (the same id,
-        a process that died) is waited out until its lease expires."""
-        deadline = time.monotonic() + self.config.registration_wait
+        a process that died, or our own lost lease not yet expired at the store) is waited
+        out for `wait` seconds, else `BrokerRegistered`."""
+        deadline = time.monotonic() + wait
         key = layout.broker_registration(self.broker_id)
+        generation = self.session.generation
         while True:
             try:
                 await self._cluster.register(
                     self.broker_id, self.config.registration, self.session.lease
                 )
-                return
             except BrokerRegistered:
                 if time.monotonic() > deadline:
                     raise
                 log.warning("broker %d: a previous registration is still there", self.broker_id)
-                await self._until_deleted(key)
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0.1)):
+                    await self._until_deleted(key)
+                continue
+            self._registered_generation = generation
+            self.journal.record("registered", generation=generation)
+            return
 
     async def _until_deleted(self, key: str) -> None:
         entry = await self.store.get(key)
@@ -188,126 +296,304 @@ class BrokerNode:
                     return
 
     def _on_session(self, state: SessionState) -> None:
+        self.journal.record("session", state=state.value, generation=self.session.generation)
         if state is SessionState.REESTABLISHED:
-            # The old lease took the registration with it: register again.
-            task = asyncio.get_running_loop().create_task(self._register())
-            self._tasks.append(task)
+            self._changed.set()  # the old lease took the registration with it
 
-    # -- assignments -------------------------------------------------------------------
+    # -- the reconciliation loop -------------------------------------------------------
 
-    def _assigned_now(self) -> list[tuple[EventType, TopicName]]:
+    def _on_assignments(self, batch: WatchBatch) -> None:
+        for event in batch.events:
+            topic = _assigned_topic(event.key)
+            if event.type is EventType.DELETE and topic is not None and topic not in self._served:
+                self._taken_unserved.add(topic)
+        self._changed.set()
+
+    def _desired(self) -> dict[TopicName, int]:
+        """The topics assigned to this broker, each with the revision that created its
+        assignment: what this broker's writes about it are fenced on."""
         assert self._cache is not None
-        entries = self._cache.list(layout.broker_prefix(self.broker_id))
-        return [(EventType.PUT, topic) for topic in _assignments(e.key for e in entries)]
+        return {
+            topic: entry.create_revision
+            for entry in self._cache.list(layout.broker_prefix(self.broker_id))
+            if (topic := _assigned_topic(entry.key)) is not None
+        }
 
-    async def _follow(self, subscription: Subscription) -> None:
-        async for batch in subscription:
-            changes = [
-                (event.type, topic) for event in batch.events for topic in _assignments([event.key])
-            ]
-            await self._apply_assignments(changes)
-            self._handled = batch.revision
-            progress, self._progress = self._progress, asyncio.Event()
-            progress.set()
-
-    async def caught_up(self, revision: int, timeout: float | None = None) -> None:
-        """Return once this node has loaded and unloaded what every change of its keys up
-        to `revision` asked for (read your writes, at the broker)."""
-        assert self._cache is not None and self._subscription is not None
-        async with asyncio.timeout(timeout):
-            await self._cache.wait_for(revision)
-            target = self._subscription.last_offered
-            while self._handled < target:
-                await self._progress.wait()
-
-    async def _apply_assignments(self, changes: list[tuple[EventType, TopicName]]) -> None:
-        for kind, topic in changes:
+    async def _reconcile_loop(self) -> None:
+        failures = 0
+        while not self._stopping:
+            self._changed.clear()
+            assert self._cache is not None
+            revision = self._cache.applied_revision
+            if await self._reconcile():
+                failures = 0
+                async with self._converged:
+                    self._converged_at = max(self._converged_at, revision)
+                    self._converged.notify_all()
+                await self._changed.wait()
+                continue
+            failures += 1
+            self.step_failures += 1
+            delay = min(0.05 * 2**failures, 2.0) * random.uniform(0.5, 1.0)
             try:
-                if kind is EventType.PUT and topic not in self._owned:
-                    await self._load(topic)
-                elif kind is EventType.DELETE and topic in self._owned:
-                    await self._unload(topic)
-            except MetadataError as error:
-                log.error(
-                    "broker %d: %s of %s failed: %s",
-                    self.broker_id,
-                    "load" if kind is EventType.PUT else "unload",
-                    topic,
-                    error,
-                )
+                async with asyncio.timeout(delay):
+                    await self._changed.wait()  # a change of the assignments: look again now
+            except TimeoutError:
+                pass
 
-    async def _load(self, topic: TopicName) -> None:
-        """Serve a topic assigned to us: resume after its sealed state if it was moved here,
-        else after its last stored object; then consume the sealed state."""
-        sealed = await self._storage_sealed(topic)
-        if sealed is not None:
-            start = sealed.value.last_committed_offset + 1
-        else:
-            start = await self._recovered_start(topic)
-        await self.host.load(topic, start)
-        self._owned.add(topic)
-        if sealed is not None:
-            with contextlib.suppress(MetadataError):
-                await self._storage.delete_sealed_state(topic, sealed.version)
-        log.info("broker %d loaded %s at offset %d", self.broker_id, topic, start)
+    async def _reconcile(self) -> bool:
+        """One round: every step the difference asks for; True when nothing is left."""
+        done = True
+        if self._registered_generation != self.session.generation and self.session.alive:
+            done &= await self._step("register", None, self._register)
+        desired = self._desired()
+        for topic in sorted(self._taken_unserved):
+            if topic in desired or topic in self._served:
+                self._taken_unserved.discard(topic)
+            else:
+                done &= await self._step("seal", topic, partial(self._seal_unserved, topic))
+        for topic, loaded in sorted(self._served.items()):
+            if self._stopping:
+                return False
+            token = desired.get(topic)
+            if token != loaded.token:
+                done &= await self._step("release", topic, partial(self._release, topic, token))
+        for topic, token in sorted(desired.items()):
+            if self._stopping:
+                return False
+            served = self._served.get(topic)
+            if served is None:
+                done &= await self._step("load", topic, partial(self._acquire, topic, token))
+            elif served.seal is not None:
+                done &= await self._step("clear seal", topic, partial(self._clear_seal, topic))
+        return done
 
-    async def _storage_sealed(self, topic: TopicName) -> Versioned[SealedState] | None:
+    async def _step(self, what: str, topic: TopicName | None, step: _Step) -> bool:
         try:
-            return await self._storage.sealed_state(topic)
-        except NoSealedState:
-            return None
+            await step()
+        except MetadataError as error:
+            log.warning(
+                "broker %d: %s of %s failed (%s); retrying",
+                self.broker_id,
+                what,
+                topic.path if topic else "the broker",
+                error,
+            )
+            self.journal.record("step-failed", step=what, topic=topic and topic.path)
+            return False
+        return True
 
-    async def _recovered_start(self, topic: TopicName) -> int:
-        """After the last stored object: where a topic whose owner vanished resumes."""
-        latest = await self.store.list(
+    async def _retrying(self, step: _Step, deadline: float) -> bool:
+        """`step` until it succeeds or `deadline` (loop time) passes."""
+        loop = asyncio.get_running_loop()
+        delay = 0.05
+        while True:
+            try:
+                async with asyncio.timeout(max(deadline - loop.time(), 0.01)):
+                    await step()
+                return True
+            except (MetadataError, TimeoutError) as error:
+                if loop.time() >= deadline:
+                    log.error("broker %d: gave up: %s", self.broker_id, error or "timed out")
+                    return False
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    # -- loading -----------------------------------------------------------------------
+
+    async def _acquire(self, topic: TopicName, token: int) -> None:
+        """Serve `topic`, assigned to us at `token`: after the highest offset anything in
+        the store shows as published, then clear the seal."""
+        start, seal = await self.recover_start(topic)
+        await self.host.load(topic, start, owned(self.broker_id, topic, token))
+        self._served[topic] = _Served(token, start, seal)
+        self._serving.add(topic)
+        self.loaded += 1
+        self.journal.record("load", topic=topic.path, token=token, start=start)
+        log.info("broker %d loaded %s at offset %d", self.broker_id, topic, start)
+        if seal is not None:
+            await self._clear_seal(topic)
+
+    async def recover_start(self, topic: TopicName) -> tuple[int, Versioned[SealedState] | None]:
+        """Where a new owner of `topic` starts, and the seal it found. After the highest of:
+        the sealed state's last committed offset, the end of the last stored object, and the
+        highest cursor of its subscriptions (an acknowledged offset was published) — read at
+        one revision; a stale seal never wins over newer objects or cursors."""
+        objects = List(
             layout.storage_objects_prefix(topic),
             end_before=layout.storage_cur(topic),
             reverse=True,
             limit=1,
         )
-        if not latest:
-            return 0
-        descriptor = decode(ObjectDescriptor, latest[0].value)
-        return descriptor.end_offset + 1
+        subscriptions = List(layout.subscriptions_prefix(topic))
+        sealed_key = layout.storage_state(topic)
+        result = await self.store.txn((), (Get(sealed_key), objects, subscriptions), ())
+        seal_entry, latest, entries = result.entry(0), result.listing(1), result.listing(2)
+        seal = None
+        published = -1
+        if seal_entry is not None:
+            value = decode(SealedState, seal_entry.value)
+            seal = Versioned(
+                value,
+                seal_entry.version,
+                seal_entry.mod_revision,
+                seal_entry.create_revision,
+                seal_entry.key,
+            )
+            published = max(published, value.last_committed_offset)
+        if latest:
+            published = max(published, decode(ObjectDescriptor, latest[0].value).end_offset)
+        published = max(published, *_cursors(entries))
+        return published + 1, seal
 
-    async def _unload(self, topic: TopicName) -> None:
-        """Our assignment was deleted: stop serving, and seal the topic under the marker
-        that took it away, if that marker is still there."""
+    async def _clear_seal(self, topic: TopicName) -> None:
+        """Delete the seal the load found, with a compare on its version, fenced on owning
+        the topic; retried by the loop until it is gone."""
+        served = self._served[topic]
+        seal = served.seal
+        if seal is None:
+            return
+        change = self._storage.delete_sealed_state_change(topic, seal.version).guarded(
+            owned(self.broker_id, topic, served.token)
+        )
+        try:
+            revision = await self._writer.apply(change)
+        except NotFound:  # gone already (a BadVersion is a seal we did not load: look again)
+            revision = 0
+        except BadVersion:
+            _, served.seal = await self.recover_start(topic)
+            raise
+        served.seal = None
+        self.journal.record("seal-cleared", topic=topic.path, revision=revision)
+
+    # -- unloading ---------------------------------------------------------------------
+
+    async def _release(self, topic: TopicName, token: int | None) -> None:
+        """`topic` is no longer assigned to us under the token we loaded it with: stop, and
+        hand it over under the marker that took it away — or to ourselves, when it was
+        assigned to us again since (`token`)."""
+        self._serving.discard(topic)
+        fence: Condition | None = None
+        if token is not None:
+            fence = owned(self.broker_id, topic, token)
+        else:
+            fence = await self._marker_fence(topic)
+        await self._hand_over(topic, fence)
+
+    async def _hand_over_at_stop(self, topic: TopicName) -> None:
+        self._serving.discard(topic)
+        served = self._served[topic]
+        await self._hand_over(topic, owned(self.broker_id, topic, served.token))
+
+    async def _marker_fence(self, topic: TopicName) -> Condition | None:
+        """The fence of a hand-over: the unassigned marker that took the topic from us, as
+        it is now; None when there is none (the topic was deleted, or taken otherwise)."""
         marker = await self.store.get(layout.unassigned(topic))
         if marker is None:
-            self._owned.discard(topic)
-            await self.host.unload(topic, Compare.exists(self._assignment(topic)))
-            self.cursors.take(topic)
-            log.warning("broker %d: %s taken without a marker; not sealed", self.broker_id, topic)
+            return None
+        value = decode_value(marker.key, marker.value)
+        if not isinstance(value, UnassignedMarker) or value.from_broker != self.broker_id:
+            return None
+        return unchanged(marker.key, marker.mod_revision)
+
+    async def _hand_over(self, topic: TopicName, fence: Condition | None) -> None:
+        """Unload `topic` (once), then write its cursors and sealed state in one change
+        guarded by `fence`. Without a fence, or once the fence fails for good, the topic is
+        abandoned: its next owner recovers from storage and cursors."""
+        served = self._served[topic]
+        if served.last is None:
+            # The host's last upload is guarded by the fence when there is one, else by
+            # our ownership, which no longer holds: nothing is written then.
+            guard = fence or owned(self.broker_id, topic, served.token)
+            served.last = await self.host.unload(topic, guard)
+            self.journal.record("unload", topic=topic.path, last=served.last)
+        if fence is None:
+            self._abandon(topic, "it was deleted or taken without a marker")
             return
-        await self._hand_over(
-            topic, fence=Compare.mod_revision(marker.key, "==", marker.mod_revision)
+        async with self.cursors.hold(topic):
+            while True:
+                cursors = self.cursors.pending(topic)
+                sealed = SealedState(
+                    sealed=True,
+                    last_committed_offset=max(served.last, 0),
+                    broker_id=self.broker_id,
+                    timestamp=int(time.time()),
+                )
+                seal = Change((), (Put(layout.storage_state(topic), encode(sealed)),))
+                change = (self.cursors.change(topic, cursors) + seal).guarded(fence)
+                try:
+                    revision = await self._writer.apply(change)
+                except NoSubscription as gone:
+                    self.cursors.forget(topic, gone.subscription)
+                    continue
+                except (ChangedSinceRead, Fenced) as refused:
+                    self._abandon(topic, f"the hand-over's fence failed ({refused})")
+                    return
+                break
+            self.cursors.committed(topic, cursors)
+        self.cursors.forget(topic)
+        del self._served[topic]
+        self.handed_over += 1
+        self.journal.record(
+            "sealed", topic=topic.path, last=served.last, cursors=cursors, revision=revision
         )
+        log.info("broker %d sealed %s at offset %d", self.broker_id, topic, served.last)
 
-    async def _hand_over(self, topic: TopicName, *, fence: Compare) -> None:
-        """Unload `topic` and write its cursors and sealed state in one transaction that
-        holds only under `fence`.
-
-        A topic that never published (last offset -1) is sealed at 0, as the seal's offset
-        is unsigned: its next owner starts at 1 — an offset skipped, never one used twice."""
-        self._owned.discard(topic)
-        last = await self.host.unload(topic, fence)
-        cursors = self.cursors.take(topic)
-        sealed = SealedState(
+    async def _seal_unserved(self, topic: TopicName) -> None:
+        """Seal a topic taken from us before we loaded it, under the marker that took it, at
+        what the store shows as published: the leader, waiting for the seal, may go on."""
+        marker = await self.store.get(layout.unassigned(topic))
+        fence = await self._marker_fence(topic)
+        sealed = await self.store.get(layout.storage_state(topic))
+        if (
+            marker is None
+            or fence is None
+            or (sealed is not None and sealed.mod_revision > marker.mod_revision)
+        ):
+            self._taken_unserved.discard(topic)
+            return
+        start, _ = await self.recover_start(topic)
+        state = SealedState(
             sealed=True,
-            last_committed_offset=max(last, 0),
+            last_committed_offset=max(start - 1, 0),
             broker_id=self.broker_id,
             timestamp=int(time.time()),
         )
-        ops = [*self.cursors.ops(topic, cursors), Put(layout.storage_state(topic), encode(sealed))]
-        result = await self.store.txn([fence], ops, [])
-        if result.succeeded:
-            log.info("broker %d sealed %s at offset %d", self.broker_id, topic, last)
-        else:
-            log.warning("broker %d: %s moved on before it could be sealed", self.broker_id, topic)
+        change = Change((), (Put(layout.storage_state(topic), encode(state)),)).guarded(fence)
+        try:
+            revision = await self._writer.apply(change)
+        except (ChangedSinceRead, Fenced):
+            self._taken_unserved.discard(topic)
+            return
+        self._taken_unserved.discard(topic)
+        self.journal.record(
+            "sealed", topic=topic.path, last=start - 1, cursors={}, revision=revision
+        )
+        log.info(
+            "broker %d sealed %s (never loaded) at offset %d", self.broker_id, topic, start - 1
+        )
 
-    def _assignment(self, topic: TopicName) -> str:
-        return layout.assignment(self.broker_id, topic)
+    def _abandon(self, topic: TopicName, why: str) -> None:
+        left = self.cursors.pending(topic)
+        self.cursors.forget(topic)
+        self._served.pop(topic, None)
+        self.abandoned += 1
+        self.journal.record("abandon", topic=topic.path, why=why, cursors=left)
+        log.warning(
+            "broker %d: %s unloaded without a seal: %s (pending cursors %s dropped)",
+            self.broker_id,
+            topic,
+            why,
+            left or "none",
+        )
+
+    def _fence(self, topic: TopicName) -> Condition | None:
+        """The fence of `topic`'s cursor writes: owning it under the assignment we loaded it
+        with; None once we no longer serve it (its cursors then go with the hand-over)."""
+        served = self._served.get(topic)
+        if served is None or topic not in self._serving:
+            return None
+        return owned(self.broker_id, topic, served.token)
 
     # -- load reports ------------------------------------------------------------------
 
@@ -326,7 +612,7 @@ class BrokerNode:
 
     def load_report(self) -> LoadReport:
         """The host's CPU and memory (percent), this process's, and the topics served."""
-        topics = sorted(topic.path for topic in self._owned)
+        topics = sorted(topic.path for topic in self._serving)
         usage = [
             ResourceUsage(resource="CPU", usage=round(psutil.cpu_percent(interval=None))),
             ResourceUsage(resource="Memory", usage=round(psutil.virtual_memory().percent)),
@@ -336,10 +622,23 @@ class BrokerNode:
         return LoadReport(resources_usage=usage, topic_list=topics, topics_len=len(topics))
 
 
-def _assignments(keys: Iterable[str]) -> list[TopicName]:
-    found = []
-    for key in keys:
-        parsed = layout.parse(key)
-        if parsed.kind is KeyKind.ASSIGNMENT and parsed.topic_name is not None:
-            found.append(parsed.topic_name)
+class _Step(Protocol):
+    async def __call__(self) -> None: ...
+
+
+def _assigned_topic(key: str) -> TopicName | None:
+    parsed = layout.parse(key)
+    if parsed.kind is KeyKind.ASSIGNMENT:
+        return parsed.topic_name
+    return None
+
+
+def _cursors(entries: Iterable[Entry]) -> list[int]:
+    """The offsets of the cursor keys among a topic's subscription keys (-1: none)."""
+    found = [-1]
+    for entry in entries:
+        if layout.parse(entry.key).kind is KeyKind.CURSOR:
+            offset = decode_value(entry.key, entry.value)
+            if isinstance(offset, int):
+                found.append(offset)
     return found

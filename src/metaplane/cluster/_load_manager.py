@@ -28,13 +28,18 @@ from metaplane.resources import (
     Condition,
     Marker,
     OwnershipManager,
+    RetryPolicy,
     Versioned,
     Write,
     decode_value,
 )
-from metaplane.store import MAX_TXN_OPS, Compare, Delete, Fenced, MetadataError
+from metaplane.store import MAX_TXN_OPS, Compare, Delete, Fenced, MetadataError, Unavailable
 
 log = logging.getLogger(__name__)
+
+_LEADER_WRITES = RetryPolicy(conflicts=1, unavailable=5.0)
+"""A leader's change is sent again for a few seconds while the store is away (the cycle that
+made it is then retried from a fresh view), and never after it stopped leading."""
 
 
 @dataclass(frozen=True)
@@ -316,12 +321,17 @@ class LoadManager:
         return applied
 
     async def _fenced(self, change: Change) -> bool:
-        checks = [condition.check for condition in change.conditions]
-        result = await self.election.txn(change.compares, change.ops, checks)
-        if result.succeeded:
-            return True
-        log.info("change refused: %s", change.refusal(result))
-        return False
+        """Apply `change` as the leader (through the one runner, fenced): True if it
+        landed, False if one of its own conditions refused it (logged). Raises Fenced once
+        this node no longer leads, and Unavailable once the store stayed away too long."""
+        try:
+            await self.election.apply(change, _LEADER_WRITES)
+        except (Fenced, Unavailable):
+            raise
+        except MetadataError as refused:
+            log.info("change refused: %s", refused)
+            return False
+        return True
 
 
 def broker_loads(view: ClusterView) -> list[BrokerLoad]:

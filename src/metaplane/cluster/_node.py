@@ -11,12 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from metaplane.cluster._broker import BrokerConfig, BrokerNode
+from metaplane.cluster._journal import NO_JOURNAL, Journal
 from metaplane.cluster._load_manager import LoadManager, LoadManagerConfig
 from metaplane.cluster._simulation import SimulatedTopics
 from metaplane.coordination import LeaderElection
 from metaplane.layout import TopicName
-from metaplane.resources import BrokerRegistration
-from metaplane.store import Compare, MetadataStore, open_store
+from metaplane.resources import BrokerRegistration, Condition
+from metaplane.store import MetadataStore, open_store
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +28,10 @@ class QuietTopics:
     def __init__(self) -> None:
         self.starts: dict[TopicName, int] = {}
 
-    async def load(self, topic: TopicName, start_offset: int) -> None:
+    async def load(self, topic: TopicName, start_offset: int, owned: Condition) -> None:
         self.starts[topic] = start_offset
 
-    async def unload(self, topic: TopicName, fence: Compare) -> int:
+    async def unload(self, topic: TopicName, fence: Condition) -> int:
         return self.starts.pop(topic, 0) - 1
 
     async def stop(self) -> None:
@@ -55,14 +56,20 @@ class NodeSettings:
     session_ttl: int = 5
     load_report_interval: float = 2.0
     load_manager: LoadManagerConfig = field(default_factory=LoadManagerConfig)
+    rate: float = 20.0
+    """Messages a second each topic publishes (with `workload`)."""
 
 
 class Node:
     """A BrokerNode with its election and LoadManager, started and stopped together."""
 
-    def __init__(self, store: MetadataStore, settings: NodeSettings) -> None:
+    def __init__(
+        self, store: MetadataStore, settings: NodeSettings, journal: Journal = NO_JOURNAL
+    ) -> None:
         self.settings = settings
-        host = SimulatedTopics(store, settings.broker_id) if settings.workload else QuietTopics()
+        host: SimulatedTopics | QuietTopics = QuietTopics()
+        if settings.workload:
+            host = SimulatedTopics(store, settings.broker_id, rate=settings.rate, journal=journal)
         self.host = host
         self.broker = BrokerNode(
             store,
@@ -73,6 +80,7 @@ class Node:
                 load_report_interval=settings.load_report_interval,
             ),
             host,
+            journal=journal,
         )
         if isinstance(host, SimulatedTopics):
             host.acknowledger = self.broker
@@ -92,15 +100,22 @@ class Node:
 
 
 async def run_node(
-    url: str, settings: NodeSettings, on_ready: Callable[[], None] | None = None
+    url: str,
+    settings: NodeSettings,
+    on_ready: Callable[[], None] | None = None,
+    *,
+    journal: Journal = NO_JOURNAL,
+    wrap: Callable[[MetadataStore], MetadataStore] | None = None,
 ) -> None:
-    """Run one node until SIGTERM or SIGINT; `on_ready` is called once it has joined."""
+    """Run one node until SIGTERM or SIGINT; `on_ready` is called once it has joined.
+    `wrap` puts something between the node and its store (a fault injector, in tests)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with open_store(url) as store:
-        node = Node(store, settings)
+    async with open_store(url) as opened:
+        store = opened if wrap is None else wrap(opened)
+        node = Node(store, settings, journal)
         await node.start()
         log.info("node %d running", settings.broker_id)
         if on_ready is not None:

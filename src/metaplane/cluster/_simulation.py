@@ -5,6 +5,7 @@ acknowledge — so that every kind of key of the layout moves as on a real clust
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -12,17 +13,19 @@ from typing import Protocol
 
 from metaplane import layout
 from metaplane._tasks import cancel_and_wait
+from metaplane.cluster._journal import NO_JOURNAL, Journal
 from metaplane.layout import TopicName
 from metaplane.resources import (
     Condition,
     CurrentObject,
     ObjectDescriptor,
+    RetryPolicy,
     StorageManager,
     SubscriptionManager,
     Versioned,
     decode,
 )
-from metaplane.store import Compare, Fenced, MetadataError, MetadataStore
+from metaplane.store import Fenced, MetadataError, MetadataStore
 
 
 class Acknowledger(Protocol):
@@ -33,20 +36,25 @@ class Acknowledger(Protocol):
 
 log = logging.getLogger(__name__)
 
+_UPLOAD = RetryPolicy(conflicts=1, unavailable=2.0)
+
 
 @dataclass
 class _Log:
     """One topic's log as the simulation keeps it."""
 
+    start: int  # the first offset this broker published
     next_offset: int
     uploaded_to: int  # the first offset not yet in a storage object
+    owned: Condition  # the fence of what the broker writes about the topic while serving
     subscriptions: list[str] = field(default_factory=list)
 
 
 class SimulatedTopics:
     """A `TopicHost` whose topics publish `rate` messages a second each, upload a storage
     object every `object_size` messages (fenced on the broker still owning the topic) and
-    whose subscriptions acknowledge `ack_lag` messages behind the head."""
+    whose subscriptions acknowledge `ack_lag` messages behind the head — only what this
+    broker published itself."""
 
     def __init__(
         self,
@@ -57,6 +65,7 @@ class SimulatedTopics:
         object_size: int = 50,
         ack_lag: int = 5,
         tick: float = 0.25,
+        journal: Journal = NO_JOURNAL,
     ) -> None:
         self.store = store
         self.broker_id = broker_id
@@ -64,23 +73,29 @@ class SimulatedTopics:
         self.object_size = object_size
         self.ack_lag = ack_lag
         self.tick = tick
+        self.journal = journal
         self.logs: dict[TopicName, _Log] = {}
-        self._storage = StorageManager(store)
+        self._storage = StorageManager(store, policy=_UPLOAD)
         self._subscriptions = SubscriptionManager(store)
         self._task: asyncio.Task[None] | None = None
         self.acknowledger: Acknowledger | None = None  # the BrokerNode, once wired
 
-    async def load(self, topic: TopicName, start_offset: int) -> None:
+    async def load(self, topic: TopicName, start_offset: int, owned: Condition) -> None:
         subscriptions = await self._read_subscriptions(topic)
-        self.logs[topic] = _Log(start_offset, start_offset, subscriptions)
+        self.logs[topic] = _Log(start_offset, start_offset, start_offset, owned, subscriptions)
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._publish(), name="traffic")
 
-    async def unload(self, topic: TopicName, fence: Compare) -> int:
-        log_ = self.logs.pop(topic, None)
+    async def unload(self, topic: TopicName, fence: Condition) -> int:
+        """Stop publishing, upload what is not in storage yet under `fence`, and return the
+        last offset published. A store away raises (the broker tries again); a fence that
+        no longer holds leaves the rest unuploaded (the hand-over is abandoned anyway)."""
+        log_ = self.logs.get(topic)
         if log_ is None:
             return -1
-        await self._upload(topic, log_, fence)  # what is not in storage yet goes there first
+        log_.owned = fence  # no more publishing happens: this is the last upload
+        await self._upload(topic, log_, fence, raising=True)
+        del self.logs[topic]
         return log_.next_offset - 1
 
     async def stop(self) -> None:
@@ -97,21 +112,23 @@ class SimulatedTopics:
             for topic, log_ in list(self.logs.items()):
                 log_.next_offset += count
                 if log_.next_offset - log_.uploaded_to >= self.object_size:
-                    owned = Compare.exists(layout.assignment(self.broker_id, topic))
-                    await self._upload(topic, log_, owned)
+                    await self._upload(topic, log_, log_.owned)
                     # Subscriptions come and go while a topic is served (one created just
                     # after the topic was assigned here would otherwise never be acked).
-                    log_.subscriptions = await self._read_subscriptions(topic)
+                    with contextlib.suppress(MetadataError):
+                        log_.subscriptions = await self._read_subscriptions(topic)
                 self._acknowledge(topic, log_)
 
     def _acknowledge(self, topic: TopicName, log_: _Log) -> None:
         acked = log_.next_offset - 1 - self.ack_lag
-        if acked < 0 or self.acknowledger is None:
+        if acked < log_.start or self.acknowledger is None:
             return
         for subscription in log_.subscriptions:
             self.acknowledger.ack(topic, subscription, acked)
 
-    async def _upload(self, topic: TopicName, log_: _Log, fence: Compare) -> None:
+    async def _upload(
+        self, topic: TopicName, log_: _Log, fence: Condition, *, raising: bool = False
+    ) -> None:
         """Record the storage object of what was published since the last one, under
         `fence` (owning the topic, or handing it over)."""
         start, end = log_.uploaded_to, log_.next_offset - 1
@@ -127,17 +144,20 @@ class SimulatedTopics:
             size=(end - start + 1) * 240,
             start_offset=start,
         )
-        owned = Condition(
-            fence, lambda _: Fenced(f"broker {self.broker_id} no longer owns {topic}")
-        )
         try:
             current = await self._current(topic)
-            change = self._storage.add_object_change(topic, descriptor, current).guarded(owned)
-            await change.apply(self.store)
+            change = self._storage.add_object_change(topic, descriptor, current).guarded(fence)
+            revision = await self._storage.writer.apply(change)
+        except Fenced as error:
+            log.info("object %s of %s not recorded: %s", descriptor.object_id, topic, error)
+            return
         except MetadataError as error:
             log.warning("object %s of %s not recorded: %s", descriptor.object_id, topic, error)
+            if raising:
+                raise
             return
         log_.uploaded_to = end + 1
+        self.journal.record("upload", topic=topic.path, start=start, end=end, revision=revision)
 
     async def _read_subscriptions(self, topic: TopicName) -> list[str]:
         return sorted(await self._subscriptions.read_subscriptions(topic))

@@ -31,18 +31,29 @@ class KeepAliveState(enum.Enum):
     """The lease is gone, or its TTL has run out since the last successful refresh."""
 
 
-class LeaseKeeper:
-    """Refreshes a lease at a third of its TTL.
+def refresh_deadline(ttl: float) -> float:
+    """How long one refresh of a lease of `ttl` seconds may take before the lease counts as
+    in danger (SUSPENDED): a sixth of the TTL (but at least half a second, or a third of a
+    TTL shorter than that), so that a hung store is noticed with most of the TTL left."""
+    return max(ttl / 6, min(0.5, ttl / 3))
 
-    When a refresh fails it reports SUSPENDED and retries quickly until the TTL has run out
-    since the last refresh that succeeded (counted from when that request was sent, so that
-    the local deadline is never later than the store's), then reports EXPIRED and stops.
-    Leaving the context stops the loop; it does not revoke the lease.
+
+class LeaseKeeper:
+    """Refreshes a lease every sixth of its TTL; each refresh must answer within
+    `refresh_deadline(ttl)`.
+
+    A refresh that fails or misses its deadline reports SUSPENDED at once — the lease is
+    alive still, but whoever relies on it must stop acting — and the refresh is sent again
+    (on etcd, to the next member: a hung member is treated as a dead one). The first refresh
+    that succeeds reports ALIVE again, the same lease. Once the TTL has run out since the
+    last refresh that succeeded (counted from when that request was sent, so that the local
+    deadline is never later than the store's) it reports EXPIRED and stops; so does a store
+    that says the lease is gone. Leaving the context stops the loop; it does not revoke.
     """
 
     def __init__(
         self,
-        refresh: Callable[[Lease], Awaitable[int]],
+        refresh: Callable[[Lease, float], Awaitable[int]],
         lease: Lease,
         on_state: Callable[[KeepAliveState], None] | None = None,
     ) -> None:
@@ -79,16 +90,22 @@ class LeaseKeeper:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         ttl = self.lease.ttl
-        interval = ttl / 3
-        retry = min(ttl / 10, 0.5)
+        interval = ttl / 6
+        answer_within = refresh_deadline(ttl)
+        pause = min(ttl / 10, 0.25)
         while True:
             sent = loop.time()
+            if sent >= self._deadline:
+                self._set(KeepAliveState.EXPIRED)
+                return
+            within = min(answer_within, self._deadline - sent)
             try:
                 # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
                 # cancellation that arrives as the refresh completes, and the loop would
-                # outlive its context.
-                async with asyncio.timeout(max(self._deadline - sent, retry)):
-                    granted = await self._refresh(self.lease)
+                # outlive its context. The store has the same deadline and gives up first
+                # (moving to another member); this one is the backstop.
+                async with asyncio.timeout(within + 0.25):
+                    granted = await self._refresh(self.lease, within)
             except LeaseNotFound:
                 self._set(KeepAliveState.EXPIRED)
                 return
@@ -96,9 +113,14 @@ class LeaseKeeper:
                 if loop.time() >= self._deadline:
                     self._set(KeepAliveState.EXPIRED)
                     return
-                log.warning("lease %d: refresh failed (%s); retrying", self.lease.id, exc)
+                log.warning(
+                    "lease %d: refresh failed (%s); %.1f s left, retrying",
+                    self.lease.id,
+                    exc or "no answer",
+                    self._deadline - loop.time(),
+                )
                 self._set(KeepAliveState.SUSPENDED)
-                await asyncio.sleep(min(retry, max(self._deadline - loop.time(), 0.0)))
+                await asyncio.sleep(min(pause, max(self._deadline - loop.time(), 0.0)))
                 continue
             self._deadline = sent + granted
             self._set(KeepAliveState.ALIVE)
