@@ -94,6 +94,10 @@ class LocalCache:
         self._progress_wanted = asyncio.Event()
         self._subscriptions: set[Subscription] = set()
         self._listeners: set[ListenerTask] = set()
+        self.resumes = 0
+        """Times the watch broke and was resumed from the last applied revision."""
+        self.resyncs = 0
+        """Times the cache reloaded and diffed (history compacted under its watch)."""
 
     # -- life cycle --------------------------------------------------------------------
 
@@ -269,8 +273,10 @@ class LocalCache:
                 await self._watch_from(self._applied + 1, delay)
             except Compacted as compacted:
                 log.warning("cache %s: %s; resyncing", self._ancestor, compacted)
+                self.resyncs += 1
                 await self._resync_until_done(delay)
             except MetadataError as error:  # Unavailable, or a refusal that may pass
+                self.resumes += 1
                 await self._set_state(CacheState.DISCONNECTED)
                 log.warning("cache %s: watch broken (%s); resuming", self._ancestor, error)
                 await delay.wait()

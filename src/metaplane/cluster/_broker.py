@@ -12,7 +12,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
@@ -42,6 +42,8 @@ from metaplane.resources import (
     RetryPolicy,
     SealedState,
     StorageManager,
+    SubscriptionManager,
+    TopicNotOwned,
     UnassignedMarker,
     Versioned,
     Writer,
@@ -110,6 +112,7 @@ class _Served:
     start: int
     seal: Versioned[SealedState] | None
     last: int | None = None
+    releasing_since: float | None = None
 
 
 class BrokerNode:
@@ -160,6 +163,7 @@ class BrokerNode:
         self._writer = Writer(store, _STEP)
         self._cluster = ClusterManager(store, policy=_STEP)
         self._storage = StorageManager(store, policy=_STEP)
+        self._subscriptions = SubscriptionManager(store, policy=_STEP)
         self._served: dict[TopicName, _Served] = {}
         self._serving: set[TopicName] = set()
         self._taken_unserved: set[TopicName] = set()
@@ -181,6 +185,8 @@ class BrokerNode:
         """Topics unloaded without a seal: deleted, or taken without a marker to seal under."""
         self.step_failures = 0
         """Steps that failed and were retried."""
+        self.on_hand_over: Callable[[TopicName, float], None] | None = None
+        """Called with a topic and the seconds its hand-over took, once it is sealed."""
 
     @property
     def owned(self) -> frozenset[TopicName]:
@@ -249,6 +255,29 @@ class BrokerNode:
         if topic in self._serving:
             self.cursors.ack(topic, subscription, offset)
             self.journal.record("ack", topic=topic.path, subscription=subscription, offset=offset)
+
+    async def reset_cursor(self, topic: TopicName, subscription: str, offset: int) -> int:
+        """Set a subscription's cursor on an administrator's word (a reset, a skip): written
+        fenced on this broker owning the topic and on the subscription existing, and this
+        broker's pending ack of it dropped once written, so that no batched cursor
+        overwrites it. Not an acknowledgement. `TopicNotOwned` when this broker does not
+        serve the topic; `NoSubscription`."""
+        served = self._served.get(topic)
+        if served is None or topic not in self._serving:
+            raise TopicNotOwned(topic, self.broker_id)
+        fence = owned(self.broker_id, topic, served.token)
+        change = self._subscriptions.cursor_change(topic, subscription, offset).guarded(fence)
+        async with self.cursors.hold(topic):
+            revision = await self._writer.apply(change)
+            self.cursors.forget(topic, subscription)
+        self.journal.record(
+            "cursor-reset",
+            topic=topic.path,
+            subscription=subscription,
+            offset=offset,
+            revision=revision,
+        )
+        return revision
 
     async def caught_up(self, revision: int, timeout: float | None = None) -> None:
         """Return once this node has loaded and unloaded what its assignments as of
@@ -501,6 +530,8 @@ class BrokerNode:
         guarded by `fence`. Without a fence, or once the fence fails for good, the topic is
         abandoned: its next owner recovers from storage and cursors."""
         served = self._served[topic]
+        if served.releasing_since is None:
+            served.releasing_since = time.monotonic()
         if served.last is None:
             # The host's last upload is guarded by the fence when there is one, else by
             # our ownership, which no longer holds: nothing is written then.
@@ -534,6 +565,8 @@ class BrokerNode:
         self.cursors.forget(topic)
         del self._served[topic]
         self.handed_over += 1
+        if self.on_hand_over is not None:
+            self.on_hand_over(topic, time.monotonic() - served.releasing_since)
         self.journal.record(
             "sealed", topic=topic.path, last=served.last, cursors=cursors, revision=revision
         )

@@ -106,6 +106,11 @@ class CursorBatcher:
             self._due.add(topic)
             self._wake.set()
 
+    @property
+    def pending_count(self) -> int:
+        """Subscriptions with an acknowledged cursor not yet written."""
+        return sum(len(subscriptions) for subscriptions in self._pending.values())
+
     def pending(self, topic: TopicName) -> dict[str, int]:
         """The cursors of `topic` acknowledged and not yet written."""
         return {name: p.offset for name, p in self._pending.get(topic, {}).items()}
