@@ -121,10 +121,12 @@ class RecordingStore(FaultyStore):
         self.calls: list[tuple[str, str | None]] = []
         self.before_txn: list[Callable[[], Awaitable[object]]] = []
 
-    def _matching(self, operation: str, keys: Iterable[str | None]) -> list[Fault]:
+    def _matching(
+        self, operation: str, keys: Iterable[str | None], txn: Txn | None = None
+    ) -> list[Fault]:
         wanted = list(keys)
         self.calls.extend((operation, key) for key in wanted)
-        return super()._matching(operation, wanted)
+        return super()._matching(operation, wanted, txn)
 
     async def _txn(self, txn: Txn) -> TxnResult:
         if self.before_txn:

@@ -3,16 +3,31 @@ condition that failed, guards in front, and the raw pieces for a caller's own tr
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from metaplane.resources import NULL, Change, Condition, NoTopic, TopicExists
+from metaplane.resources import (
+    NULL,
+    ONCE,
+    Change,
+    ChangedSinceRead,
+    Condition,
+    NoTopic,
+    RetryPolicy,
+    TopicExists,
+    Writer,
+    unchanged,
+)
 from metaplane.store import (
     Compare,
     Fenced,
     MetadataStore,
     Put,
     TxnTooLarge,
+    Unavailable,
 )
+from metaplane.testing import FaultyStore
 
 from .samples import TOPIC
 
@@ -80,3 +95,98 @@ def test_changes_add_up_and_say_whether_they_fit() -> None:
     assert not many.fits
     with pytest.raises(TxnTooLarge):
         many.txn()
+
+
+# -- the runner -----------------------------------------------------------------------------
+
+
+async def test_a_change_refused_before_the_store_is_sent_again(store: MetadataStore) -> None:
+    """One Unavailable before the store saw the change: sent again, applied once."""
+    await store.put(B, NULL)
+    faulty = FaultyStore(store)
+    fault = faulty.fail("txn", A)
+    revision = await create_a().apply(faulty)
+    assert fault.hits == 1
+    entry = await store.get(A)
+    assert entry is not None and (entry.version, entry.mod_revision) == (1, revision)
+
+
+async def test_a_change_whose_answer_was_lost_is_not_written_twice(store: MetadataStore) -> None:
+    """The store applied the change and the answer was lost (Unavailable after): the runner
+    finds the writes in place, reports success with their revision, and writes nothing more
+    — a change without a condition that would refuse a second copy included."""
+    faulty = FaultyStore(store)
+    faulty.fail("txn", A, after=True)
+    before = await store.revision()
+    revision = await Change((), (Put(A, b"once"),)).apply(faulty)
+    entry = await store.get(A)
+    assert entry is not None and entry.version == 1 and entry.mod_revision == revision
+    assert await store.revision() == before + 1
+
+
+async def test_a_refusal_after_a_lost_answer_is_the_earlier_success(store: MetadataStore) -> None:
+    """Applied, answer lost, and by the next attempt its own write makes it refused
+    (TopicExists): that is the earlier attempt's success, not a failure."""
+    await store.put(B, NULL)
+    faulty = FaultyStore(store)
+    faulty.fail("txn", A, after=True)
+    revision = await create_a().apply(faulty)
+    entry = await store.get(A)
+    assert entry is not None and entry.mod_revision == revision
+
+
+async def test_a_store_away_longer_than_the_policy_is_unavailable(store: MetadataStore) -> None:
+    faulty = FaultyStore(store)
+    faulty.fail("txn", A, times=None)
+    policy = RetryPolicy(unavailable=0.2)
+    with pytest.raises(Unavailable):
+        await Change((), (Put(A, b"x"),)).apply(faulty, policy)
+    assert await store.get(A) is None
+    with pytest.raises(Unavailable):
+        await Change((), (Put(A, b"x"),)).apply(faulty, ONCE)
+
+
+async def test_a_condition_known_to_fail_here_stops_the_change_before_it_leaves(
+    store: MetadataStore,
+) -> None:
+    leading = [True]
+
+    def local() -> None:
+        if not leading[0]:
+            raise Fenced("stopped leading")
+
+    guard = Condition(Compare.absent("/nothing"), lambda _: Fenced("deposed"), local)
+    faulty = FaultyStore(store)
+    faulty.fail("txn", A)
+    change = Change((), (Put(A, b"x"),)).guarded(guard)
+    attempt = asyncio.create_task(change.apply(faulty))
+    await asyncio.sleep(0)
+    leading[0] = False  # demoted while the runner waits to send it again
+    with pytest.raises(Fenced):
+        await attempt
+    assert await store.get(A) is None
+
+
+async def test_run_reads_again_after_a_lost_race_then_gives_up(store: MetadataStore) -> None:
+    await store.put(A, b"0")
+    attempts: list[bool] = []
+
+    async def increment(fresh: bool) -> int:
+        attempts.append(fresh)
+        entry = await store.get(A)
+        assert entry is not None
+        if len(attempts) == 1:
+            await store.put(A, b"other")  # another writer got in between
+        change = Change((unchanged(A, entry.mod_revision),), (Put(A, entry.value + b"+"),))
+        return await change.apply(store)
+
+    await Writer(store).run(increment)
+    assert attempts == [False, True]
+    entry = await store.get(A)
+    assert entry is not None and entry.value == b"other+"
+
+    async def always_late(fresh: bool) -> int:
+        raise ChangedSinceRead(A, 1, 2)
+
+    with pytest.raises(ChangedSinceRead):
+        await Writer(store, RetryPolicy(conflicts=3)).run(always_late)

@@ -5,6 +5,7 @@ from metaplane.cache._cache import CacheState, Decoder, LocalCache
 from metaplane.cache._listeners import (
     CacheClosed,
     CacheLagged,
+    CacheTimeout,
     Listener,
     ListenerTask,
     Subscription,
@@ -14,6 +15,7 @@ __all__ = [
     "CacheClosed",
     "CacheLagged",
     "CacheState",
+    "CacheTimeout",
     "Decoder",
     "Listener",
     "ListenerTask",

@@ -18,6 +18,7 @@ from sortedcontainers import SortedList
 from metaplane._tasks import cancel_and_wait
 from metaplane.cache._listeners import (
     CacheClosed,
+    CacheTimeout,
     Listener,
     ListenerTask,
     Subscription,
@@ -44,6 +45,9 @@ Decoder = Callable[[str, bytes], object]
 
 PAGE = 5000
 """Keys read per request while loading: a huge prefix never comes as one response."""
+
+DEFAULT_WAIT = 30.0
+"""How long `wait_for` waits for a revision unless told otherwise."""
 
 
 class CacheState(enum.Enum):
@@ -154,16 +158,25 @@ class LocalCache:
         """Every change up to this revision is in the cache; none after it."""
         return self._applied
 
-    async def wait_for(self, revision: int, timeout: float | None = None) -> None:
-        """Return once the cache has applied `revision` (read your writes)."""
-        async with asyncio.timeout(timeout), self._advanced:
-            while self._applied < revision:
-                if self._state is CacheState.CLOSED:
-                    raise CacheClosed("the cache is closed")
-                # The revision may have changed nothing under the watched prefix: ask the
-                # store to say how far the watch has come.
-                self._progress_wanted.set()
-                await self._advanced.wait()
+    async def wait_for(self, revision: int, timeout: float | None = DEFAULT_WAIT) -> None:
+        """Return once the cache's watch has passed `revision` (read your writes): it
+        applied it, or the store said nothing under the cache's prefixes changed up to it —
+        also for a revision that touched none of its keys. `CacheTimeout` after `timeout`
+        seconds (None: wait as long as it takes); `CacheClosed` once closed."""
+        try:
+            async with asyncio.timeout(timeout), self._advanced:
+                while self._applied < revision:
+                    if self._state is CacheState.CLOSED:
+                        raise CacheClosed("the cache is closed")
+                    # The revision may have changed nothing under the watched prefix: ask
+                    # the store to say how far the watch has come.
+                    self._progress_wanted.set()
+                    await self._advanced.wait()
+        except TimeoutError:
+            raise CacheTimeout(
+                f"cache {self._ancestor} ({self._state.value}) is at revision "
+                f"{self._applied}, not {revision}, after {timeout} s"
+            ) from None
 
     # -- reads -------------------------------------------------------------------------
 

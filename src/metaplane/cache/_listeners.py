@@ -25,6 +25,11 @@ class CacheClosed(MetadataError):
     """The cache was closed."""
 
 
+class CacheTimeout(MetadataError, TimeoutError):
+    """The cache's watch did not pass a revision in the time given (the store is away,
+    or slow): the cache still serves what it has, as of its applied revision."""
+
+
 class Subscription:
     """The batches of a cache under one prefix, in revision order, from the moment of
     subscribing. An async iterator; raises `CacheLagged` once it overflowed."""

@@ -166,6 +166,9 @@ class BrokerNode:
         self._subscriptions = SubscriptionManager(store, policy=_STEP)
         self._served: dict[TopicName, _Served] = {}
         self._serving: set[TopicName] = set()
+        self._published: dict[TopicName, int] = {}
+        """The last offset this broker published of each topic it unloaded: should the topic
+        come back, it starts after it even if the store never heard of those offsets."""
         self._taken_unserved: set[TopicName] = set()
         """Topics assigned to us and taken away again before we loaded them: the leader
         still waits for their seal."""
@@ -434,6 +437,7 @@ class BrokerNode:
         """Serve `topic`, assigned to us at `token`: after the highest offset anything in
         the store shows as published, then clear the seal."""
         start, seal = await self.recover_start(topic)
+        start = max(start, self._published.get(topic, -1) + 1)
         await self.host.load(topic, start, owned(self.broker_id, topic, token))
         self._served[topic] = _Served(token, start, seal)
         self._serving.add(topic)
@@ -537,6 +541,7 @@ class BrokerNode:
             # our ownership, which no longer holds: nothing is written then.
             guard = fence or owned(self.broker_id, topic, served.token)
             served.last = await self.host.unload(topic, guard)
+            self._published[topic] = max(served.last, self._published.get(topic, -1))
             self.journal.record("unload", topic=topic.path, last=served.last)
         if fence is None:
             self._abandon(topic, "it was deleted or taken without a marker")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from metaplane import layout
 from metaplane._tasks import cancel_and_wait
-from metaplane.cache import CacheLagged, LocalCache, Subscription
+from metaplane.cache import CacheLagged, CacheTimeout, LocalCache, Subscription
 from metaplane.cluster._moves import BROKER_LOST, UNLOAD
 from metaplane.cluster._rankings import BrokerLoad, Ranking, choose_targets
 from metaplane.cluster._rebalance import RebalanceConfig, Rebalancer
@@ -104,7 +104,11 @@ class LoadManager:
     async def _run(self) -> None:
         while True:
             token = await self.election.wait_elected()
-            await self._cache.wait_for(token.create_revision)
+            try:
+                await self._cache.wait_for(token.create_revision)
+            except CacheTimeout as late:  # the store is away: this term may not last
+                log.warning("load manager: %s", late)
+                continue
             self.rebalancer.reset()  # a new term: what an earlier one planned is not ours
             self._waiting_since.clear()
             log.info("load manager leads (epoch %d)", token.epoch)

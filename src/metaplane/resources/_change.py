@@ -260,9 +260,10 @@ class Writer:
     change) or `run` (read, decide and write, again after a lost race).
 
     A change sent while the store was unavailable may have been applied without its sender
-    hearing of it. When a later attempt is refused, the writer reads the keys the change
-    writes: if they hold what it wrote, the earlier attempt applied, and that is success —
-    so that a transient error never turns a done write into a failure, nor makes one twice.
+    hearing of it. Before sending it again (and when a later attempt is refused) the writer
+    reads the keys the change writes: if they hold what it wrote, the earlier attempt
+    applied, and that is success — so that a transient error never turns a done write into
+    a failure, nor makes one twice.
     """
 
     def __init__(self, store: MetadataStore, policy: RetryPolicy | None = None) -> None:
@@ -277,6 +278,11 @@ class Writer:
         attempt = 0
         while True:
             change.check_local()
+            if uncertain:
+                # The last attempt may have applied: sent again, it would write twice.
+                done = await self._applied_before(change)
+                if done is not None:
+                    return done
             try:
                 result = await self.store.execute(change.txn())
             except Unavailable as error:

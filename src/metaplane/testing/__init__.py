@@ -9,7 +9,7 @@ from metaplane.testing.etcd import (
     TlsFiles,
     etcd_binary,
 )
-from metaplane.testing.faults import Fault, FaultyStore
+from metaplane.testing.faults import Fault, FaultyStore, deletes, writes
 from metaplane.testing.zookeeper import ZooKeeperNotInstalled, ZooKeeperServer
 
 __all__ = [
@@ -22,6 +22,8 @@ __all__ = [
     "TlsFiles",
     "ZooKeeperNotInstalled",
     "ZooKeeperServer",
+    "deletes",
     "etcd_binary",
     "free_port",
+    "writes",
 ]

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from metaplane.store import (
+    Delete,
     Entry,
     Lease,
     List,
@@ -83,11 +84,16 @@ class Fault:
     kind: Kind = "error"
     seconds: float = 0.0
     after: bool = False
+    when: Callable[[Txn], bool] | None = field(default=None, repr=False)
+    """For a transaction: strike only those it holds for (one that deletes a key, say)."""
     hits: int = 0
     _released: asyncio.Event | None = field(default=None, repr=False)
+    _struck: asyncio.Event | None = field(default=None, repr=False)
 
-    def applies(self, operation: str, keys: Iterable[str | None]) -> bool:
+    def applies(self, operation: str, keys: Iterable[str | None], txn: Txn | None = None) -> bool:
         if self.operation not in (operation, "*") or self.times == 0:
+            return False
+        if self.when is not None and (txn is None or not self.when(txn)):
             return False
         return any(
             key is None or in_prefix(key, self.prefix) or in_prefix(self.prefix, key)
@@ -98,6 +104,17 @@ class Fault:
         self.hits += 1
         if self.times is not None:
             self.times -= 1
+        if self._struck is not None:
+            self._struck.set()
+
+    async def wait_struck(self) -> None:
+        """Return once the fault has struck at least once (an operation is held up in it,
+        or failed by it)."""
+        if self.hits:
+            return
+        if self._struck is None:
+            self._struck = asyncio.Event()
+        await self._struck.wait()
 
     def release(self) -> None:
         """End a hang: operations waiting on it go on, and it stops applying."""
@@ -141,16 +158,26 @@ class FaultyStore(MetadataStore):
         error: Callable[[], Exception] = _unavailable,
         times: int | None = 1,
         after: bool = False,
+        when: Callable[[Txn], bool] | None = None,
     ) -> Fault:
         """Raise `error()` on `operation` under `prefix`, `times` times. With `after`, the
-        operation reaches the store and applies first: its caller cannot tell."""
-        return self.add(Fault(operation, prefix, error, times, "error", after=after))
+        operation reaches the store and applies first: its caller cannot tell. `when`
+        narrows a transaction fault to the transactions it holds for (`deletes(key)`)."""
+        fault = Fault(operation, prefix, error, times, "error", after=after, when=when)
+        return self.add(fault)
 
     def delay(
-        self, operation: str, prefix: str = "/", *, seconds: float, times: int | None = None
+        self,
+        operation: str,
+        prefix: str = "/",
+        *,
+        seconds: float,
+        times: int | None = None,
+        when: Callable[[Txn], bool] | None = None,
     ) -> Fault:
         """Answer `operation` under `prefix` `seconds` late (each watch batch, for a watch)."""
-        return self.add(Fault(operation, prefix, times=times, kind="latency", seconds=seconds))
+        fault = Fault(operation, prefix, times=times, kind="latency", seconds=seconds, when=when)
+        return self.add(fault)
 
     def hang(self, operation: str, prefix: str = "/", *, times: int | None = None) -> Fault:
         """Never answer `operation` under `prefix` until the fault is released (a watch
@@ -172,11 +199,13 @@ class FaultyStore(MetadataStore):
 
     # -- striking ----------------------------------------------------------------------
 
-    def _matching(self, operation: str, keys: Iterable[str | None]) -> list[Fault]:
+    def _matching(
+        self, operation: str, keys: Iterable[str | None], txn: Txn | None = None
+    ) -> list[Fault]:
         if self._control is not None:
             self._control.refresh(self)
         wanted = list(keys)
-        found = [fault for fault in self.faults if fault.applies(operation, wanted)]
+        found = [fault for fault in self.faults if fault.applies(operation, wanted, txn)]
         for fault in found:
             fault.consume()
             key = next((k for k in wanted if k is not None), "")
@@ -184,10 +213,12 @@ class FaultyStore(MetadataStore):
             log.info("injected %s on %s %s", fault.kind, operation, key)
         return found
 
-    async def _before(self, operation: str, *keys: str | None) -> list[Fault]:
+    async def _before(
+        self, operation: str, *keys: str | None, txn: Txn | None = None
+    ) -> list[Fault]:
         """Apply latency, hangs and errors that come before the operation; return the
         errors that come after it."""
-        faults = self._matching(operation, keys or (None,))
+        faults = self._matching(operation, keys or (None,), txn)
         for fault in faults:
             if fault.kind == "latency":
                 await asyncio.sleep(fault.seconds)
@@ -227,7 +258,7 @@ class FaultyStore(MetadataStore):
         keys = [compare.key for compare in txn.compares] + [
             getattr(op, "key", getattr(op, "prefix", "/")) for op in txn.on_success
         ]
-        after = await self._before("txn", *(keys or ["/"]))
+        after = await self._before("txn", *(keys or ["/"]), txn=txn)
         result = await self.inner._txn(txn)
         self._after(after)
         return result
@@ -276,11 +307,23 @@ class _FaultyWatch(Watch):
         self._left = breaks_after
 
     async def __anext__(self) -> WatchBatch:
-        await self._store._before("watch", self.prefix)
+        """The next batch. An error fault breaks the stream at once; latency and hangs
+        strike when asked for the batch and hold it back once it has arrived (the watch
+        lags behind the store)."""
+        faults = self._store._matching("watch", [self.prefix])
+        for fault in faults:
+            if fault.kind == "error":
+                await self._inner.aclose()
+                raise fault.make_error()
         if self._left == 0:
             await self._inner.aclose()
             raise Unavailable("injected: the watch stream broke")
         batch = await anext(self._inner)
+        for fault in faults:
+            if fault.kind == "latency":
+                await asyncio.sleep(fault.seconds)
+            elif fault.kind == "hang":
+                await fault.wait_released()
         if self._left is not None:
             self._left -= 1
         return batch
@@ -290,6 +333,16 @@ class _FaultyWatch(Watch):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def deletes(key: str) -> Callable[[Txn], bool]:
+    """A `when` for transactions that delete `key` (on success)."""
+    return lambda txn: any(isinstance(op, Delete) and op.key == key for op in txn.on_success)
+
+
+def writes(key: str) -> Callable[[Txn], bool]:
+    """A `when` for transactions that put `key` (on success)."""
+    return lambda txn: any(isinstance(op, Put) and op.key == key for op in txn.on_success)
 
 
 class ControlFile:

@@ -1,0 +1,413 @@
+"""The broker converges under the faults that broke it: a slow store, one transient error at
+each step (before the store applies it, and after — its outcome unknown to the broker), a
+subscription deleted under a pending cursor, a topic moved away and back. Each race window is
+opened on purpose with `FaultyStore` latency or a single injected error, so that every run
+hits it.
+
+The broker is driven by hand: topics are assigned and taken away with the ownership
+manager's own changes (no LoadManager), and its host is a double whose offsets the test
+advances."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from metaplane import layout
+from metaplane.cluster import UNLOAD, BrokerConfig, BrokerNode
+from metaplane.cluster._node import registration
+from metaplane.layout import TopicName
+from metaplane.resources import (
+    Change,
+    Condition,
+    ObjectDescriptor,
+    OwnershipManager,
+    SealedState,
+    StorageManager,
+    SubscriptionManager,
+    TopicNotOwned,
+    decode,
+    encode,
+    owned,
+)
+from metaplane.store import MetadataStore, Put, Unavailable
+from metaplane.testing import FaultyStore, deletes, writes
+from tests.cluster.test_cluster import converged, create_topics
+
+
+class Topics:
+    """A TopicHost whose offsets the test advances by hand."""
+
+    def __init__(self) -> None:
+        self.next: dict[TopicName, int] = {}
+        self.fences: dict[TopicName, Condition] = {}
+        self.loads: list[tuple[TopicName, int]] = []
+        self.unloads: list[tuple[TopicName, int]] = []
+        self.fail_loads = 0
+
+    async def load(self, topic: TopicName, start_offset: int, owned: Condition) -> None:
+        if self.fail_loads:
+            self.fail_loads -= 1
+            raise Unavailable("injected: the host could not open the topic's log")
+        self.next[topic] = start_offset
+        self.fences[topic] = owned
+        self.loads.append((topic, start_offset))
+
+    async def unload(self, topic: TopicName, fence: Condition) -> int:
+        last = self.next.pop(topic) - 1
+        self.fences.pop(topic)
+        self.unloads.append((topic, last))
+        return last
+
+    def publish(self, topic: TopicName, count: int) -> int:
+        """Publish `count` messages; the last offset."""
+        self.next[topic] += count
+        return self.next[topic] - 1
+
+
+BROKER, OTHER = 7, 8
+
+
+def config(broker_id: int, **settings: float) -> BrokerConfig:
+    return BrokerConfig(broker_id, registration(broker_id, broker_id), session_ttl=5, **settings)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def faulty(store: MetadataStore) -> FaultyStore:
+    """The broker's view of the store; the test writes through the store itself."""
+    return FaultyStore(store)
+
+
+Started = Callable[..., Awaitable[tuple[BrokerNode, Topics]]]
+
+
+@pytest.fixture
+async def start_broker(faulty: FaultyStore) -> AsyncIterator[Started]:
+    started: list[BrokerNode] = []
+
+    async def start(broker_id: int = BROKER, **settings: float) -> tuple[BrokerNode, Topics]:
+        host = Topics()
+        node = BrokerNode(faulty, config(broker_id, **settings), host)
+        await node.start()
+        started.append(node)
+        return node, host
+
+    yield start
+    faulty.clear()
+    for node in started:
+        if node.session.alive:
+            await node.stop()
+
+
+async def assign(store: MetadataStore, topic: TopicName, broker: BrokerNode) -> None:
+    revision = await OwnershipManager(store).assign(topic, broker.broker_id)
+    await broker.caught_up(revision, timeout=20)
+
+
+async def move_away(store: MetadataStore, topic: TopicName) -> int:
+    return await OwnershipManager(store).unassign(topic, reason=UNLOAD)
+
+
+async def sealed(store: MetadataStore, topic: TopicName) -> SealedState:
+    async def present() -> bool:
+        return await store.get(layout.storage_state(topic)) is not None
+
+    await converged(store, present)
+    entry = await store.get(layout.storage_state(topic))
+    assert entry is not None
+    return decode(SealedState, entry.value)
+
+
+async def cursor(store: MetadataStore, topic: TopicName, subscription: str = "sub") -> int | None:
+    entry = await store.get(layout.cursor(topic, subscription))
+    return None if entry is None else decode(int, entry.value)
+
+
+# -- cursors are never lost -----------------------------------------------------------------
+
+
+async def test_a_cursor_whose_flush_is_refused_mid_move_goes_with_the_hand_over(
+    store: MetadataStore, faulty: FaultyStore, start_broker: Started
+) -> None:
+    """The flush of 41 is in flight (the store answers 0.5 s late) when the topic is moved
+    away: the flush is refused (no longer owned), and 41 — still pending — is written with
+    the seal. (It used to be taken out before the flush committed, and lost.)"""
+    topic = (await create_topics(store, 1))[0]
+    broker, host = await start_broker()
+    await assign(store, topic, broker)
+    host.publish(topic, 50)
+    broker.ack(topic, "sub", 41)
+    faulty.delay("txn", layout.cursor(topic, "sub"), seconds=0.5, times=1)
+    flush = asyncio.create_task(broker.cursors.flush(topic))
+    await asyncio.sleep(0)  # the flush is on its way, held up in the slow store
+    await move_away(store, topic)
+    assert await flush is None  # refused: the assignment it was fenced on is gone
+    state = await sealed(store, topic)
+    assert state.last_committed_offset == 49
+    assert await cursor(store, topic) == 41
+    assert topic not in broker.owned
+
+
+async def test_an_ack_during_a_flush_stays_pending_after_it(
+    store: MetadataStore, faulty: FaultyStore, start_broker: Started
+) -> None:
+    topic = (await create_topics(store, 1))[0]
+    broker, _ = await start_broker()
+    await assign(store, topic, broker)
+    broker.ack(topic, "sub", 10)
+    faulty.delay("txn", layout.cursor(topic, "sub"), seconds=0.3, times=1)
+    flush = asyncio.create_task(broker.cursors.flush(topic))
+    await asyncio.sleep(0)
+    broker.ack(topic, "sub", 11)  # after the flush took its snapshot
+    assert await flush is not None
+    assert await cursor(store, topic) == 10
+    assert broker.cursors.pending(topic) == {"sub": 11}
+    await broker.cursors.flush(topic)
+    assert await cursor(store, topic) == 11
+    assert broker.cursors.pending(topic) == {}
+
+
+async def test_stop_during_a_flush_in_flight_loses_no_cursor(
+    store: MetadataStore, faulty: FaultyStore, start_broker: Started
+) -> None:
+    """The timer's flush is held up in a slow store when the broker stops: it is cancelled
+    mid-flight, and the cursor goes with the seal."""
+    topic = (await create_topics(store, 1))[0]
+    broker, host = await start_broker(cursor_interval=0.05)
+    await assign(store, topic, broker)
+    host.publish(topic, 10)
+    slow = faulty.delay("txn", layout.cursor(topic, "sub"), seconds=2.0, times=1)
+    broker.ack(topic, "sub", 7)
+    await slow.wait_struck()  # the timer's flush is on its way
+    await broker.stop()
+    assert await cursor(store, topic) == 7
+    assert (await sealed(store, topic)).last_committed_offset == 9
+    assert await store.get(layout.broker_registration(BROKER)) is None
+
+
+async def test_a_thousand_acks_during_a_flush_are_written_by_the_next_one_at_once(
+    store: MetadataStore, faulty: FaultyStore, start_broker: Started
+) -> None:
+    """The 1000-ack trigger is reached again while a flush is in flight: the next flush goes
+    as soon as that one ends, not when the timer fires (an hour here)."""
+    topic = (await create_topics(store, 1))[0]
+    broker, host = await start_broker(cursor_interval=3600.0)
+    await assign(store, topic, broker)
+    host.publish(topic, 3000)
+    slow = faulty.delay("txn", layout.cursor(topic, "sub"), seconds=0.3, times=1)
+    for offset in range(1000):
+        broker.ack(topic, "sub", offset)
+    await slow.wait_struck()
+    for offset in range(1000, 2000):
+        broker.ack(topic, "sub", offset)
+
+    async def written() -> bool:
+        return await cursor(store, topic) == 1999
+
+    await asyncio.wait_for(converged(store, written), timeout=3.0)
+
+
+async def test_a_deleted_subscription_gets_no_cursor_back(
+    store: MetadataStore, start_broker: Started
+) -> None:
+    """An ack, then the subscription is deleted before the flush: the flush writes the other
+    subscription's cursor and drops this one — never an orphan cursor."""
+    topic = (await create_topics(store, 1, subscriptions=("sub", "kept")))[0]
+    broker, _ = await start_broker()
+    await assign(store, topic, broker)
+    broker.ack(topic, "sub", 5)
+    broker.ack(topic, "kept", 6)
+    subscriptions = SubscriptionManager(store)
+    await subscriptions.delete(topic, "sub", (await subscriptions.read(topic, "sub")).version)
+    assert await broker.cursors.flush(topic) is not None
+    assert await store.get(layout.cursor(topic, "sub")) is None
+    assert await store.get(layout.subscription(topic, "sub")) is None
+    assert await cursor(store, topic, "kept") == 6
+    assert broker.cursors.dropped == 1
+
+
+async def test_a_deleted_subscription_gets_no_cursor_from_the_hand_over(
+    store: MetadataStore, start_broker: Started
+) -> None:
+    topic = (await create_topics(store, 1, subscriptions=("sub", "kept")))[0]
+    broker, host = await start_broker()
+    await assign(store, topic, broker)
+    host.publish(topic, 10)
+    broker.ack(topic, "sub", 5)
+    broker.ack(topic, "kept", 6)
+    subscriptions = SubscriptionManager(store)
+    await subscriptions.delete(topic, "sub", (await subscriptions.read(topic, "sub")).version)
+    await move_away(store, topic)
+    assert (await sealed(store, topic)).last_committed_offset == 9
+    assert await store.get(layout.cursor(topic, "sub")) is None
+    assert await cursor(store, topic, "kept") == 6
+
+
+# -- offsets are never reused ---------------------------------------------------------------
+
+
+async def test_a_new_owner_starts_after_the_highest_of_seal_objects_and_cursors(
+    store: MetadataStore, start_broker: Started
+) -> None:
+    topic = (await create_topics(store, 1))[0]
+    broker, _ = await start_broker()
+    seal = SealedState(sealed=True, last_committed_offset=10, broker_id=OTHER, timestamp=1)
+    await store.put(layout.storage_state(topic), encode(seal))
+    assert (await broker.recover_start(topic))[0] == 11
+    await StorageManager(store).add_object(topic, descriptor(11, 20))
+    assert (await broker.recover_start(topic))[0] == 21  # a stale seal never wins
+    await SubscriptionManager(store).write_cursor(topic, "sub", 25)
+    assert (await broker.recover_start(topic))[0] == 26  # an acknowledged offset was published
+
+
+async def test_a_seal_whose_removal_failed_once_is_removed_and_no_offset_is_used_twice(
+    store: MetadataStore, faulty: FaultyStore, start_broker: Started
+) -> None:
+    """A seals at 10; B loads at 11 and its delete of the seal meets one Unavailable; the
+    delete is retried. B publishes 11..20 (in an object) and dies; C starts at 21."""
+    topic = (await create_topics(store, 1))[0]
+    first, first_host = await start_broker(BROKER)
+    await assign(store, topic, first)
+    first_host.publish(topic, 11)
+    await move_away(store, topic)
+    assert (await sealed(store, topic)).last_committed_offset == 10
+    second, second_host = await start_broker(OTHER)
+    faulty.fail("txn", layout.storage_state(topic), when=deletes(layout.storage_state(topic)))
+    await assign(store, topic, second)
+    assert second_host.loads == [(topic, 11)]
+
+    async def seal_gone() -> bool:
+        return await store.get(layout.storage_state(topic)) is None
+
+    await converged(store, seal_gone)
+    last = second_host.publish(topic, 10)
+    change = StorageManager(store).add_object_change(topic, descriptor(11, last), None)
+    await change.guarded(second_host.fences[topic]).apply(store)
+    # B dies: its assignment becomes a marker of a lost broker, as the leader would write.
+    owner = await OwnershipManager(store).owner(topic)
+    await OwnershipManager(store).unassign_change(topic, owner, reason="broker_lost").apply(store)
+    third, third_host = await start_broker(9)
+    await assign(store, topic, third)
+    assert third_host.loads == [(topic, 21)]
+
+
+# -- a transient error at each step ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
+async def test_a_transient_error_while_loading_is_retried(
+    store: MetadataStore, faulty: FaultyStore, start_broker: Started, after: bool
+) -> None:
+    """The read of the start offset fails once, then the host fails once, then the seal's
+    removal fails once (before the store applies it, or after): the topic is served in the
+    end, from the right offset, with its seal gone."""
+    topic = (await create_topics(store, 1))[0]
+    seal = SealedState(sealed=True, last_committed_offset=4, broker_id=OTHER, timestamp=1)
+    await store.put(layout.storage_state(topic), encode(seal))
+    broker, host = await start_broker()
+    state = layout.storage_state(topic)
+    faulty.fail("txn", state, when=lambda txn: not txn.writes)  # the read of the offsets
+    host.fail_loads = 1
+    faulty.fail("txn", state, after=after, when=deletes(state))  # the seal's removal
+    revision = await OwnershipManager(store).assign(topic, BROKER)
+    await broker.caught_up(revision, timeout=20)
+    assert topic in broker.owned
+    assert host.loads == [(topic, 5)]
+    assert await store.get(layout.storage_state(topic)) is None
+    assert broker.step_failures >= 2
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
+async def test_a_transient_error_while_handing_over_is_retried(
+    store: MetadataStore, faulty: FaultyStore, start_broker: Started, after: bool
+) -> None:
+    """The hand-over's write (cursors and seal) fails once: before the store applies it, or
+    after (the broker cannot tell). The topic is sealed once, with its cursor, and the broker
+    stopped serving it at once."""
+    topic = (await create_topics(store, 1))[0]
+    broker, host = await start_broker()
+    await assign(store, topic, broker)
+    host.publish(topic, 30)
+    broker.ack(topic, "sub", 20)
+    faulty.fail(
+        "txn", layout.storage_state(topic), after=after, when=writes(layout.storage_state(topic))
+    )
+    await move_away(store, topic)
+    state = await sealed(store, topic)
+    assert state.last_committed_offset == 29
+    assert await cursor(store, topic) == 20
+    assert topic not in broker.owned
+    assert host.unloads == [(topic, 29)]  # unloaded once, whatever the retries
+    assert broker.abandoned == 0
+    entry = await store.get(layout.storage_state(topic))
+    assert entry is not None and entry.version == 1  # written once
+
+
+async def test_a_topic_taken_before_it_was_loaded_is_sealed_for_the_leader(
+    store: MetadataStore, faulty: FaultyStore, start_broker: Started
+) -> None:
+    """Assigned, then moved away before the broker heard of it (its watch held up): the
+    leader waits for a seal, so the broker seals it at what the store shows published."""
+    topic = (await create_topics(store, 1))[0]
+    await SubscriptionManager(store).write_cursor(topic, "sub", 3)
+    broker, host = await start_broker()
+    faulty.delay("watch", seconds=0.5, times=1)  # the next batch reaches it late
+    await OwnershipManager(store).assign(topic, BROKER)
+    await move_away(store, topic)
+    state = await sealed(store, topic)
+    assert state.last_committed_offset == 3
+    assert state.broker_id == BROKER
+    assert topic not in broker.owned
+    assert host.loads in ([], [(topic, 4)])  # heard of both at once, or loaded it first
+
+
+# -- fenced on owning the topic -------------------------------------------------------------
+
+
+async def test_a_topic_moved_away_and_back_fences_the_old_ownership(
+    store: MetadataStore, faulty: FaultyStore, start_broker: Started
+) -> None:
+    """Moved away and straight back to the same broker (before it noticed): a write fenced
+    on its first assignment fails; the broker hands the topic over to itself and serves it
+    again, after what it had published."""
+    topic = (await create_topics(store, 1))[0]
+    broker, host = await start_broker()
+    await assign(store, topic, broker)
+    old = host.fences[topic]
+    host.publish(topic, 12)
+    faulty.delay("watch", seconds=0.3, times=2)  # the broker hears of it late
+    await move_away(store, topic)
+    revision = await OwnershipManager(store).assign(topic, BROKER)
+    with pytest.raises(TopicNotOwned):
+        await Change((), (Put(layout.cursor(topic, "sub"), b"1"),)).guarded(old).apply(store)
+    await broker.caught_up(revision, timeout=20)
+    assert host.loads == [(topic, 0), (topic, 12)]
+    assert topic in broker.owned
+    assert await store.get(layout.cursor(topic, "sub")) is None
+
+
+async def test_an_owned_fence_holds_only_for_the_assignment_it_names(store: MetadataStore) -> None:
+    topic = (await create_topics(store, 1))[0]
+    first = await store.put(layout.assignment(BROKER, topic), b"null")
+    fence = owned(BROKER, topic, first)
+    await Change((), (Put("/x/one", b""),)).guarded(fence).apply(store)
+    await store.delete(layout.assignment(BROKER, topic))
+    await store.put(layout.assignment(BROKER, topic), b"null")
+    with pytest.raises(TopicNotOwned):
+        await Change((), (Put("/x/two", b""),)).guarded(fence).apply(store)
+    assert await store.get("/x/two") is None
+
+
+def descriptor(start: int, end: int) -> ObjectDescriptor:
+    return ObjectDescriptor(
+        completed=True,
+        created_at=1,
+        end_offset=end,
+        etag=None,
+        object_id=f"data-{start}-{end}.dnb1",
+        offset_index=[(start, 0)],
+        size=(end - start + 1) * 100,
+        start_offset=start,
+    )
