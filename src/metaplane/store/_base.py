@@ -35,14 +35,20 @@ from metaplane.store._model import (
     TxnResult,
     WatchBatch,
     check_expectation,
+    check_int,
+    check_revision,
     lease_id,
 )
 
+MAX_LEASE_TTL = 9_000_000_000
+"""etcd's own limit on a lease's TTL, in seconds (its MaxLeaseTTL)."""
+
 
 class Watch(abc.ABC, AsyncIterator[WatchBatch]):
-    """An async iterator of the changes under a prefix, one batch per revision, in revision
-    order. It raises `Compacted` when the history it needs is gone and `Unavailable` when the
-    stream breaks; the caller resumes from the last revision it saw + 1, or resyncs."""
+    """An async iterator of the changes under a prefix, one batch per revision, in strictly
+    increasing revision order: never a batch at or below one already returned. It raises
+    `Compacted` when the history it needs is gone and `Unavailable` when the store cannot be
+    reached; the caller resumes from the last revision it saw + 1, or resyncs."""
 
     def __init__(self, prefix: str, start_revision: int | None) -> None:
         self.prefix = prefix
@@ -56,7 +62,12 @@ class Watch(abc.ABC, AsyncIterator[WatchBatch]):
 
     @abc.abstractmethod
     def request_progress(self) -> None:
-        """Ask for a batch without events once the watch has caught up with the store."""
+        """Ask for a batch without events once the watch has caught up with the store.
+
+        The batch at revision P means: every change under the prefix up to P has been
+        returned before it. It comes once, after any batch still pending, and only at a
+        revision above the last batch returned (on a store that has not moved since, it
+        comes when the store moves)."""
 
     @abc.abstractmethod
     async def aclose(self) -> None: ...
@@ -107,8 +118,8 @@ class MetadataStore(abc.ABC):
         `list(prefix, end_before=K, reverse=True, limit=1)`.
         """
         op = List(prefix, keys_only, limit, start_after, end_before, reverse)
-        if revision is not None and (type(revision) is not int or revision < 1):
-            raise InvalidRequest(f"revision must be an int >= 1, not {revision!r}")
+        if revision is not None:
+            check_revision(revision)
         return await self._list(op, revision)
 
     async def children(self, path: str) -> builtins.list[str]:
@@ -180,22 +191,26 @@ class MetadataStore(abc.ABC):
         return await self._txn(txn)
 
     async def compact(self, revision: int) -> None:
-        """Forget the history before `revision`: reads and watches of it raise `Compacted`."""
-        if type(revision) is not int or revision < 1:
-            raise InvalidRequest(f"revision must be an int >= 1, not {revision!r}")
-        await self._compact(revision)
+        """Forget the history before `revision`: reads and watches of it raise `Compacted`.
+
+        As etcd: compacting at or below the last compaction raises `Compacted` (with that
+        compaction's revision), a revision above the current one `InvalidRequest`."""
+        await self._compact(check_revision(revision))
 
     # -- leases ------------------------------------------------------------------------
 
     async def grant(self, ttl: int) -> Lease:
         """A new lease of `ttl` seconds."""
-        if type(ttl) is not int or not 1 <= ttl <= 9_000_000_000:
-            raise InvalidRequest(f"a lease TTL is a whole number of seconds >= 1, not {ttl!r}")
-        return await self._grant(ttl)
+        return await self._grant(check_int(ttl, "a lease TTL in seconds", 1, MAX_LEASE_TTL))
 
-    async def refresh(self, lease: Lease | int) -> int:
-        """Renew a lease once; return its TTL. `LeaseNotFound` once it is gone."""
-        return await self._refresh(lease_id(lease))
+    async def refresh(self, lease: Lease | int, *, timeout: float | None = None) -> int:
+        """Renew a lease once; return its TTL. `LeaseNotFound` once it is gone; `Unavailable`
+        when no member answered within `timeout` seconds (default: the store's deadline)."""
+        if timeout is not None and (
+            type(timeout) not in (int, float) or not 0 < timeout < float("inf")
+        ):
+            raise InvalidRequest(f"timeout must be a positive number of seconds, not {timeout!r}")
+        return await self._refresh(lease_id(lease), timeout)
 
     async def revoke(self, lease: Lease | int) -> None:
         """Revoke a lease: its keys are deleted, in one revision. `LeaseNotFound` if gone."""
@@ -207,7 +222,7 @@ class MetadataStore(abc.ABC):
         on_state: Callable[[KeepAliveState], None] | None = None,
     ) -> LeaseKeeper:
         """A keep-alive loop for `lease`, run as an async context manager."""
-        return LeaseKeeper(self.refresh, lease, on_state)
+        return LeaseKeeper(lambda held, within: self.refresh(held, timeout=within), lease, on_state)
 
     # -- watch -------------------------------------------------------------------------
 
@@ -217,8 +232,8 @@ class MetadataStore(abc.ABC):
         To miss nothing after a read at revision R, watch from R + 1.
         """
         check_prefix(prefix)
-        if start_revision is not None and (type(start_revision) is not int or start_revision < 1):
-            raise InvalidRequest(f"start_revision must be an int >= 1, not {start_revision!r}")
+        if start_revision is not None:
+            check_revision(start_revision, "start_revision")
         return self._watch(prefix, start_revision)
 
     # -- life cycle --------------------------------------------------------------------
@@ -264,7 +279,7 @@ class MetadataStore(abc.ABC):
     async def _grant(self, ttl: int) -> Lease: ...
 
     @abc.abstractmethod
-    async def _refresh(self, lease: int) -> int: ...
+    async def _refresh(self, lease: int, timeout: float | None) -> int: ...
 
     @abc.abstractmethod
     async def _revoke(self, lease: int) -> None: ...

@@ -16,6 +16,19 @@ from metaplane.store._keys import check_key, check_prefix, check_value, in_prefi
 
 MAX_TXN_OPS = 128
 
+MAX_INT64 = 2**63 - 1
+"""The largest number the contract passes to a backend: etcd's revisions, versions, lease ids
+and limits are int64, and every backend takes the same range."""
+
+
+def check_int(value: object, what: str, low: int, high: int = MAX_INT64) -> int:
+    """Return `value` if it is an int (not a bool) from `low` to `high`, else raise
+    `InvalidRequest` naming the bounds."""
+    if type(value) is not int or not low <= value <= high:
+        bound = "etcd's int64" if high == MAX_INT64 else "the contract's limit"
+        raise InvalidRequest(f"{what} is an int from {low} to {high} ({bound}), not {value!r}")
+    return value
+
 
 @dataclass(frozen=True, slots=True)
 class Entry:
@@ -89,8 +102,11 @@ class Compare:
         if self.target is Target.VALUE:
             if type(self.operand) is not bytes:
                 raise InvalidTxn(f"{self.key}: a value compare takes bytes")
-        elif type(self.operand) is not int or self.operand < 0:
-            raise InvalidTxn(f"{self.key}: a {self.target.value} compare takes an int >= 0")
+        elif type(self.operand) is not int or not 0 <= self.operand <= MAX_INT64:
+            raise InvalidTxn(
+                f"{self.key}: a {self.target.value} compare takes an int from 0 to "
+                f"{MAX_INT64} (etcd's int64), not {self.operand!r}"
+            )
 
     @classmethod
     def version(cls, key: str, op: CompareOp, version: int) -> Compare:
@@ -395,23 +411,34 @@ class Lease:
 
 
 def lease_id(lease: Lease | int | None) -> int:
+    """The id of `lease` (0: no lease), checked: a Lease or an id from 0 to MAX_INT64."""
     if lease is None:
         return 0
     if isinstance(lease, Lease):
-        return lease.id
-    if type(lease) is not int or lease < 0:
-        raise InvalidRequest(f"a lease is a Lease or a lease id >= 0, not {lease!r}")
+        return check_int(lease.id, "a lease id", 1)
+    if type(lease) is not int or not 0 <= lease <= MAX_INT64:
+        raise InvalidRequest(
+            f"a lease is a Lease or a lease id from 0 to {MAX_INT64} (etcd's int64), not {lease!r}"
+        )
     return lease
 
 
 def check_limit(limit: int | None) -> None:
-    if limit is not None and (type(limit) is not int or limit < 1):
-        raise InvalidRequest(f"limit must be a positive int, not {limit!r}")
+    if limit is not None:
+        check_int(limit, "limit", 1)
+
+
+def check_revision(revision: object, what: str = "revision") -> int:
+    """A revision a caller names (to read, watch from or compact): 1 to MAX_INT64."""
+    return check_int(revision, what, 1)
 
 
 def check_expectation(expect: object) -> Expectation:
     if isinstance(expect, Expect):
         return expect
-    if type(expect) is not int or expect < 1:
-        raise InvalidRequest(f"expect is ANY, ABSENT or a version >= 1, not {expect!r}")
+    if type(expect) is not int or not 1 <= expect <= MAX_INT64:
+        raise InvalidRequest(
+            f"expect is ANY, ABSENT or a version from 1 to {MAX_INT64} (etcd's int64), "
+            f"not {expect!r}"
+        )
     return expect
