@@ -6,7 +6,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench system-deps clean
+.PHONY: demo test check chaos lint typecheck unit bench system-deps clean
+
+CHAOS_SECONDS ?= 600
 
 # The demo's cluster needs nothing but Python; its last step, the analysis on Spark, needs a
 # Java runtime: installed where it is missing and we are root, else the demo says so and
@@ -17,6 +19,17 @@ demo: $(STAMP)
 
 test: $(STAMP) system-deps lint typecheck
 	$(PY) -m pytest
+
+# The inner loop: lint, types and every test not marked slow (no Spark, no chaos, no
+# ensemble or browser), in a few minutes.
+check: $(STAMP) system-deps lint typecheck
+	$(PY) -m pytest -m "not slow"
+
+# Chaos on sqlite, then on a 3-member etcd, for CHAOS_SECONDS each (make chaos
+# CHAOS_SECONDS=600); prints what was done, the faults and the invariant counts.
+chaos: $(STAMP) system-deps
+	$(PY) -m metaplane.testing.chaos --backend sqlite --seconds $(CHAOS_SECONDS) --json benchmarks/results/chaos-sqlite.json
+	$(PY) -m metaplane.testing.chaos --backend etcd --seconds $(CHAOS_SECONDS) --json benchmarks/results/chaos-etcd.json
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

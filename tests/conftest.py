@@ -22,6 +22,17 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+SLOW_FIXTURES = {"spark"}
+"""Fixtures whose users run Spark: slow, whatever else they do."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every case on Spark is slow (`make check` leaves them out; `make test` runs them)."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrise `backend` over every backend, or over the subset a case names."""
     if "backend" not in metafunc.fixturenames:

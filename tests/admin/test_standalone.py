@@ -77,6 +77,7 @@ def test_standalone_needs_a_shared_store() -> None:
     assert "error:" in result.output
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)  # the cluster's story, then Spark's analysis of its snapshot
 async def test_the_demo_tells_its_story(tmp_path: Path) -> None:
     process = await asyncio.create_subprocess_exec(

@@ -95,3 +95,26 @@ async def test_many_campaign_one_leads(store: MetadataStore) -> None:
         await election.stop()
     for session in sessions:
         await session.close()
+
+
+async def test_a_leader_on_a_hung_store_stops_before_its_lease_can_expire(
+    store: MetadataStore,
+) -> None:
+    """The store hangs (every refresh unanswered): the leader is demoted at the session's
+    suspension, with most of the TTL left — not at the lease's deadline — and leads again
+    with the same token once the store answers."""
+    faulty = FaultyStore(store)
+    loop = asyncio.get_running_loop()
+    async with Session(faulty, ttl=6) as session:
+        election = LeaderElection(session, 3)
+        await election.start()
+        token = await election.wait_elected(timeout=10)
+        stall = faulty.hang("refresh")
+        await election.wait_demoted(timeout=10)
+        assert session.deadline - loop.time() >= 3.0  # demoted with the lease alive
+        with pytest.raises(Fenced):
+            await election.apply(Change((), (Put("/f/late", b""),)))
+        faulty.remove(stall)
+        assert await election.wait_elected(timeout=10) == token
+        await election.stop()
+    assert await store.get("/f/late") is None

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from metaplane.coordination import Session, SessionState
 from metaplane.store import MetadataStore, Put
+from metaplane.store._lease import refresh_deadline
 from metaplane.testing import FaultyStore
 
 
@@ -52,3 +55,37 @@ async def test_suspension_past_the_ttl_is_lost(store: MetadataStore) -> None:
         assert session.lease.id != first.id
         assert session.generation >= 2
     assert states[:3] == [SessionState.SUSPENDED, SessionState.LOST, SessionState.REESTABLISHED]
+
+
+async def test_a_hung_store_suspends_the_session_well_before_its_lease_can_expire(
+    store: MetadataStore,
+) -> None:
+    """Refreshes that never answer (a hung store, not a dead one): SUSPENDED at the first
+    missed deadline, with most of the TTL left; CONNECTED again, the same lease, once the
+    store answers before the lease expired."""
+    faulty = FaultyStore(store)
+    loop = asyncio.get_running_loop()
+    async with Session(faulty, ttl=6) as session:
+        first = session.lease
+        stall = faulty.hang("refresh")
+        hung_at = loop.time()
+        await session.wait_state(SessionState.SUSPENDED, timeout=10)
+        suspended_after = loop.time() - hung_at
+        # One refresh interval (TTL/6) and one refresh deadline (TTL/6), at most.
+        assert suspended_after <= 2 * refresh_deadline(6) + 0.5, suspended_after
+        assert session.deadline - loop.time() >= 6 - 2 * refresh_deadline(6) - 0.5
+        faulty.remove(stall)
+        await session.wait_state(SessionState.CONNECTED, timeout=10)
+        assert (session.lease, session.generation) == (first, 1)
+
+
+async def test_a_slow_store_suspends_then_recovers_the_same_lease(store: MetadataStore) -> None:
+    """Refreshes answering later than their deadline count as missed; once they are quick
+    again the session is connected, with the lease it had."""
+    faulty = FaultyStore(store)
+    async with Session(faulty, ttl=6) as session:
+        slow = faulty.delay("refresh", seconds=refresh_deadline(6) + 0.5)
+        await session.wait_state(SessionState.SUSPENDED, timeout=10)
+        faulty.remove(slow)
+        await session.wait_state(SessionState.CONNECTED, timeout=10)
+        assert session.generation == 1

@@ -148,6 +148,7 @@ def test_export_command(tmp_path: Path) -> None:
     assert read_snapshot(out).revision == facts["revision"]
 
 
+@pytest.mark.slow  # Spark
 def test_analyze_a_live_store(tmp_path: Path) -> None:
     """`analyze --store`: the store is exported into OUT/snapshot first, then analysed."""
     url = f"sqlite://{tmp_path / 'store.db'}"

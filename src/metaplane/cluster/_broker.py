@@ -436,13 +436,13 @@ class BrokerNode:
     async def _acquire(self, topic: TopicName, token: int) -> None:
         """Serve `topic`, assigned to us at `token`: after the highest offset anything in
         the store shows as published, then clear the seal."""
-        start, seal = await self.recover_start(topic)
+        start, seal, read_at = await self._recover(topic)
         start = max(start, self._published.get(topic, -1) + 1)
         await self.host.load(topic, start, owned(self.broker_id, topic, token))
         self._served[topic] = _Served(token, start, seal)
         self._serving.add(topic)
         self.loaded += 1
-        self.journal.record("load", topic=topic.path, token=token, start=start)
+        self.journal.record("load", topic=topic.path, token=token, start=start, read=read_at)
         log.info("broker %d loaded %s at offset %d", self.broker_id, topic, start)
         if seal is not None:
             await self._clear_seal(topic)
@@ -452,6 +452,11 @@ class BrokerNode:
         the sealed state's last committed offset, the end of the last stored object, and the
         highest cursor of its subscriptions (an acknowledged offset was published) — read at
         one revision; a stale seal never wins over newer objects or cursors."""
+        start, seal, _ = await self._recover(topic)
+        return start, seal
+
+    async def _recover(self, topic: TopicName) -> tuple[int, Versioned[SealedState] | None, int]:
+        """`recover_start`, and the revision it read at."""
         objects = List(
             layout.storage_objects_prefix(topic),
             end_before=layout.storage_cur(topic),
@@ -477,7 +482,7 @@ class BrokerNode:
         if latest:
             published = max(published, decode(ObjectDescriptor, latest[0].value).end_offset)
         published = max(published, *_cursors(entries))
-        return published + 1, seal
+        return published + 1, seal, result.revision
 
     async def _clear_seal(self, topic: TopicName) -> None:
         """Delete the seal the load found, with a compare on its version, fenced on owning
@@ -561,6 +566,9 @@ class BrokerNode:
                     revision = await self._writer.apply(change)
                 except NoSubscription as gone:
                     self.cursors.forget(topic, gone.subscription)
+                    self.journal.record(
+                        "cursor-dropped", topic=topic.path, subscription=gone.subscription
+                    )
                     continue
                 except (ChangedSinceRead, Fenced) as refused:
                     self._abandon(topic, f"the hand-over's fence failed ({refused})")

@@ -194,6 +194,7 @@ class CursorBatcher:
         )
         self.forget(topic, subscription)
         self.dropped += 1
+        self._journal.record("cursor-dropped", topic=topic.path, subscription=subscription)
 
     async def flush_all(self, topics: Iterable[TopicName] | None = None) -> None:
         for topic in sorted(self._pending if topics is None else topics):

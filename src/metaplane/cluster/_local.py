@@ -9,6 +9,7 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,10 +33,19 @@ class LocalCluster:
     """Broker nodes as child processes (`python -m metaplane.cluster --broker-id …`), each
     logging to `logs/broker-{id}.log` in `folder`."""
 
-    def __init__(self, url: str, folder: Path, *, workload: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        folder: Path,
+        *,
+        workload: bool = False,
+        node_args: Callable[[int], Sequence[str]] | None = None,
+    ) -> None:
         self.url = url
         self.folder = folder
         self.workload = workload
+        self.node_args = node_args
+        """More arguments for the process of a broker id (a session TTL, a journal, …)."""
         self.nodes: dict[int, NodeProcess] = {}
 
     async def start_node(self, broker_id: int, index: int | None = None) -> NodeProcess:
@@ -56,6 +66,8 @@ class LocalCluster:
         ]
         if self.workload:
             args.append("--workload")
+        if self.node_args is not None:
+            args.extend(self.node_args(broker_id))
         with log_path.open("ab") as err:
             process = await asyncio.create_subprocess_exec(
                 *args, stdout=asyncio.subprocess.PIPE, stderr=err, start_new_session=True

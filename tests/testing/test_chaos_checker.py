@@ -1,0 +1,119 @@
+"""The chaos checker finds each kind of violation it claims to: journals and histories made
+by hand, one defect each (a checker that could never fail would prove nothing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from metaplane import layout
+from metaplane.layout import TopicName
+from metaplane.resources import (
+    NamespaceManager,
+    SubscriptionManager,
+    TopicManager,
+    UnassignedMarker,
+)
+from metaplane.store import MemoryStore
+from metaplane.testing.chaos import (
+    History,
+    Report,
+    _check_cursors,
+    _check_fenced_writes,
+    _check_offsets,
+    _subscription,
+    replay,
+)
+
+TOPIC = TopicName("chaos", "t0001")
+
+
+def line(event: str, broker: int = 1, t: float = 0.0, **fields: Any) -> dict[str, Any]:
+    return {"t": t, "broker": broker, "event": event, "topic": TOPIC.path, **fields}
+
+
+def test_a_write_by_a_broker_that_does_not_own_the_topic_is_found() -> None:
+    history = History()
+    history.put(layout.assignment(1, TOPIC), 10, None)
+    history.delete(layout.assignment(1, TOPIC), 20)
+    history.put(layout.unassigned(TOPIC), 20, UnassignedMarker(reason="unload", from_broker=1))
+    history.delete(layout.unassigned(TOPIC), 30)
+    history.put(layout.assignment(2, TOPIC), 30, None)
+    report = Report()
+    lines = [
+        line("cursors", revision=15, cursors={"a": 1}),  # owner: fine
+        line("sealed", revision=25, last=9, cursors={}),  # handing over under its marker
+        line("upload", revision=35, start=10, end=20),  # broker 1 after broker 2 got it
+        line("cursors", broker=2, revision=32, cursors={"a": 3}),  # owner: fine
+    ]
+    _check_fenced_writes(lines, history, report)
+    assert report.checked["fenced-commits"] == 4
+    assert len(report.violations["fenced-writes-by-owners"]) == 1
+    assert "revision 35" in report.violations["fenced-writes-by-owners"][0]
+
+
+def test_an_acknowledged_cursor_missing_from_the_hand_over_is_found() -> None:
+    report = Report()
+    lines = [
+        line("load", t=1, start=0, read=5),
+        line("ack", t=2, subscription="a", offset=40),
+        line("ack", t=3, subscription="a", offset=41),
+        line("cursors", t=4, revision=9, cursors={"a": 40}),
+        line("sealed", t=5, revision=10, last=50, cursors={}),  # 41 was never written
+    ]
+    _check_cursors(lines, report)
+    assert len(report.violations["no-acked-cursor-lost"]) == 1
+    fixed = Report()
+    lines[-1] = line("sealed", t=5, revision=10, last=50, cursors={"a": 41})
+    _check_cursors(lines, fixed)
+    assert not fixed.violations["no-acked-cursor-lost"]
+
+
+def test_a_cursor_of_a_deleted_subscription_may_be_dropped() -> None:
+    report = Report()
+    lines = [
+        line("load", t=1, start=0, read=5),
+        line("ack", t=2, subscription="a", offset=40),
+        line("cursor-dropped", t=3, subscription="a"),
+        line("sealed", t=4, revision=10, last=50, cursors={}),
+    ]
+    _check_cursors(lines, report)
+    assert not report.violations["no-acked-cursor-lost"]
+
+
+def test_a_load_below_what_the_store_showed_is_found() -> None:
+    report = Report()
+    lines = [
+        line("upload", t=1, revision=10, start=0, end=20),
+        line("cursors", t=2, revision=11, cursors={"a": 25}),
+        line("load", broker=2, t=3, start=26, read=11),  # right: after the cursor
+        line("sealed", t=4, revision=12, last=30, cursors={}),
+        line("load", broker=3, t=5, start=21, read=12),  # wrong: the seal said 30
+    ]
+    _check_offsets(lines, report)
+    assert report.checked["loads"] == 2
+    assert len(report.violations["no-offset-twice"]) == 1
+    assert "broker 3" in report.violations["no-offset-twice"][0]
+
+
+def test_a_commit_after_the_load_read_does_not_count_against_it() -> None:
+    report = Report()
+    lines = [
+        line("load", broker=2, t=1, start=0, read=5),
+        line("upload", t=2, revision=6, start=0, end=9),  # a paused owner's, fenced later
+    ]
+    _check_offsets(lines, report)
+    assert not report.violations["no-offset-twice"]
+
+
+async def test_a_cursor_written_without_its_subscription_is_found() -> None:
+    store = MemoryStore()
+    await NamespaceManager(store).create(TOPIC.namespace)
+    await TopicManager(store).create(TOPIC)
+    await SubscriptionManager(store).create(TOPIC, _subscription("a"))
+    await SubscriptionManager(store).write_cursor(TOPIC, "a", 5)  # fine: it exists
+    await store.put(layout.cursor(TOPIC, "b"), b"7")  # an orphan
+    report = Report()
+    await replay(store, report)
+    assert report.checked["cursor-writes"] == 2
+    assert len(report.violations["no-cursor-without-subscription"]) == 1
+    assert "/b/cursor" in report.violations["no-cursor-without-subscription"][0]
