@@ -48,8 +48,9 @@ def test_put_from_stdin_and_from_a_file_byte_for_byte(cli: Cli, tmp_path: Path) 
     document.write_bytes(encode(ACTIVE))
     cli("kv", "put", layout.broker_state(7), "--file", str(document))
     assert cli("kv", "get", layout.broker_state(7)).stdout == encode(ACTIVE).decode() + "\n"
-    assert "cannot read" in cli.error("kv", "put", "/app/x", "--file", str(tmp_path / "nope"))
-    assert "give the VALUE" in cli.error("kv", "put", "/app/x")
+    missing = str(tmp_path / "nope")
+    assert "cannot read" in cli.error("kv", "put", "/app/x", "--file", missing, code=2)
+    assert "give the VALUE" in cli.error("kv", "put", "/app/x", code=2)
 
 
 def test_put_compares_the_version_it_expects(cli: Cli) -> None:
@@ -61,7 +62,7 @@ def test_put_compares_the_version_it_expects(cli: Cli) -> None:
     )
     assert "not found" in cli.error("kv", "put", "/app/missing", "1", "--expect", "4")
     assert "--expect is absent, any or a version" in cli.error(
-        "kv", "put", "/app/k", "4", "--expect", "newest"
+        "kv", "put", "/app/k", "4", "--expect", "newest", code=2
     )
     assert cli("kv", "get", "/app/k").stdout == "2\n"
 
@@ -83,7 +84,7 @@ def test_del_a_key_at_a_version(cli: Cli) -> None:
     cli("kv", "put", "/app/k", "1")
     cli("kv", "put", "/app/k", "2")
     assert "expected version 1, found 2" in cli.error("kv", "del", "/app/k", "--expect", "1")
-    assert "cannot hold" in cli.error("kv", "del", "/app/k", "--expect", "absent")
+    assert "cannot hold" in cli.error("kv", "del", "/app/k", "--expect", "absent", code=2)
     assert cli.json("kv", "del", "/app/k", "--expect", "2")["deleted"] == 1
     assert cli.error("kv", "del", "/app/k") == "error: /app/k: not found"
 
@@ -99,7 +100,9 @@ def test_del_a_prefix_after_confirmation(cli: Cli) -> None:
     assert cli("kv", "ls", "/app").stdout == "/app/ab\n"  # a prefix stops at a segment
     assert cli.json("kv", "del", "/app", "--prefix", "-y")["deleted"] == 1
     assert cli.error("kv", "del", "/app", "--prefix", "-y") == "error: no key under /app"
-    assert "does not apply" in cli.error("kv", "del", "/app", "--prefix", "--expect", "1")
+    assert "does not apply" in cli.error(
+        "kv", "del", "/app", "--prefix", "--expect", "1", code=2
+    )
 
 
 def test_ls_pages_through_a_prefix_at_one_revision(

@@ -95,9 +95,11 @@ def test_policy_shows_and_changes_fields_over_a_version(cli: Cli) -> None:
 
 def test_policy_refusals(cli: Cli) -> None:
     cli("namespaces", "create", "default")
-    assert "no such field" in cli.error("namespaces", "policy", "default", "--set", "speed=1")
+    assert "no such field" in cli.error(
+        "namespaces", "policy", "default", "--set", "speed=1", code=2
+    )
     assert "whole number" in cli.error(
-        "namespaces", "policy", "default", "--set", "max_publish_rate=fast"
+        "namespaces", "policy", "default", "--set", "max_publish_rate=fast", code=2
     )
     assert cli.error("namespaces", "policy", "nope") == "error: namespace 'nope' does not exist"
 

@@ -40,7 +40,7 @@ def test_create_plain_partitioned_and_non_reliable_topics(cli: Cli) -> None:
     created = cli("topics", "create", "/default/orders", "--partitions", "40")
     assert "created /default/orders (Reliable, 40 partition(s)) at revision" in created.stdout
     assert read_topic(cli, TopicName("default", "orders-part-39")).partition_count == 0
-    document = cli.json("topics", "create", "default/logs", "--delivery", "non-reliable")
+    document = cli.json("topics", "create", "/default/logs", "--delivery", "non-reliable")
     assert (document["topic"], document["partitions"], document["delivery"]) == (
         "/default/logs", 0, "NonReliable",
     )  # fmt: skip
@@ -52,8 +52,14 @@ def test_create_refusals(cli: Cli) -> None:
     assert cli.error("topics", "create", "/nowhere/orders") == (
         "error: namespace 'nowhere' does not exist"
     )
-    assert "a topic path is '/namespace/topic'" in cli.error("topics", "create", "/a/b/c")
-    assert "invalid topic name 'no way'" in cli.error("topics", "create", "/default/no way")
+    assert "a topic path is '/namespace/topic'" in cli.error("topics", "create", "/a/b/c", code=2)
+    assert "invalid topic name 'no way'" in cli.error(
+        "topics", "create", "/default/no way", code=2
+    )
+    # The leading slash is part of a topic's path: "default/t2" is no topic.
+    assert "a topic is written /namespace/topic" in cli.error(
+        "topics", "create", "default/t2", code=2
+    )
     cli("namespaces", "create", "default")
     cli("topics", "create", "/default/orders")
     assert cli.error("topics", "create", "/default/orders") == (
@@ -81,7 +87,10 @@ def test_list_topics_with_their_owners_and_markers(cli: Cli) -> None:
         ("/default/fresh", None, {"reason": None, "from_broker": None, "to_broker": None}),
         ("/default/reliable_topic", BROKER, None),
     ]  # fmt: skip
-    assert set(listed[0]) == {"topic", "namespace", "partitions", "delivery", "owner", "waiting"}
+    assert set(listed[0]) == {
+        "topic", "namespace", "partitions", "delivery", "owner", "owner_live", "waiting",
+    }  # fmt: skip
+    assert listed[2]["owner_live"] is True
     assert [row["topic"] for row in cli.json("topics", "list", "billing")] == ["/billing/moved"]
     table = cli("topics", "list").stdout
     assert "3 topic(s)" in table and f"broker {BROKER}" in table
@@ -116,10 +125,12 @@ def test_describe_a_topic_in_full(cli: Cli) -> None:
     ]  # fmt: skip
     assert described["subscriptions"] == [
         {"subscription": "audit", "type": "exclusive", "consumer_id": None,
-         "consumer_name": "cons_reliable", "cursor": None},
+         "consumer_name": "cons_reliable", "cursor": None, "backlog": 42, "version": 1},
         {"subscription": "billing", "type": "exclusive", "consumer_id": PRODUCER,
-         "consumer_name": "cons_reliable", "cursor": 41},
+         "consumer_name": "cons_reliable", "cursor": 41, "backlog": 0, "version": 1},
     ]  # fmt: skip
+    # Backlog: messages after each cursor up to the last offset stored (41).
+    assert described["backlog"] == 42
     assert described["storage"] == {
         "objects": 2, "uploading": 1, "first_offset": 0, "last_offset": 41,
         "bytes": 2 * 7164, "current": 30,
@@ -141,4 +152,6 @@ def test_describe_an_unknown_topic(cli: Cli) -> None:
     assert cli.error("topics", "describe", "/default/nope") == (
         "error: topic /default/nope does not exist"
     )
-    assert "a topic path is" in cli.error("topics", "describe", "nope")
+    assert "a topic is written /namespace/topic" in cli.error(
+        "topics", "describe", "nope", code=2
+    )

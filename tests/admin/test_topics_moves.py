@@ -37,7 +37,7 @@ def test_unload_leaves_the_topic_waiting_with_its_origin(cli: Cli) -> None:
     assert cli.error("topics", "unload", TOPIC.path) == (
         f"error: topic {TOPIC} is assigned to no broker"
     )
-    assert "a topic path is" in cli.error("topics", "unload", "/a/b/c")
+    assert "a topic path is" in cli.error("topics", "unload", "/a/b/c", code=2)
 
 
 def test_move_to_a_broker(cli: Cli) -> None:

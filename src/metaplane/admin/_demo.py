@@ -2,7 +2,9 @@
 a narrated scenario — topics created and spread, traffic, a broker killed and its topics
 reassigned, a topic moved with its offsets continuing, a broker drained — then a snapshot of
 the live cluster analysed with Spark (`metaplane analyze`: audit, backlog, storage, plans and
-report.html). The store stays on disk afterwards, for `metaplane kv tree /`."""
+report.html). The demo uses a store of its own, a new one each run (never an existing one),
+which stays on disk afterwards for `metaplane kv tree /` and `metaplane serve`; the admin
+server shows the story live on the dashboard while it runs."""
 
 from __future__ import annotations
 
@@ -18,9 +20,12 @@ from rich.table import Table
 
 from metaplane import layout
 from metaplane.admin._analyze import run_analysis, show_analysis
-from metaplane.admin._brokers import brokers_json, brokers_table, read_brokers
-from metaplane.admin._console import DEFAULT_STORE, Output, StoreURL, console, fail, run
+from metaplane.admin._brokers import brokers_of, brokers_table
+from metaplane.admin._cluster_ops import brokers_document
+from metaplane.admin._console import Output, console, data_home, fail, run
 from metaplane.admin._progress import spinner, until
+from metaplane.admin._runner import sqlite_path
+from metaplane.admin._server import AdminServer, ServerSettings
 from metaplane.admin._snapshot import guarded
 from metaplane.admin._workload import SUBSCRIPTIONS, create_workload
 from metaplane.cluster import LocalCluster, move_topic
@@ -203,7 +208,7 @@ class Scenario:
         console.print(f"{taken.keys:,} keys at revision {taken.revision} in {folder}")
 
     async def show_brokers(self) -> None:
-        console.print(brokers_table(brokers_json(await read_brokers(self.store))))
+        console.print(brokers_table(brokers_document(await brokers_of(self.store))))
 
 
 def step(number: int, title: str) -> None:
@@ -213,50 +218,84 @@ def step(number: int, title: str) -> None:
 Brokers = Annotated[int, typer.Option("--brokers", "-n", min=3, max=16, help="Broker processes.")]
 
 
+def own_store() -> tuple[str, Path]:
+    """A new store and folder for this run of the demo, under the per-user data folder."""
+    folder = data_home() / "demo" / time.strftime("%Y%m%d-%H%M%S")
+    return f"sqlite://{folder / 'metaplane.db'}", folder
+
+
+def fresh(url: str) -> None:
+    """The demo's store must not exist yet: the demo never touches an existing one."""
+    path = sqlite_path(url)
+    if path is None:
+        fail("the demo runs on a sqlite store of its own (sqlite:///new/file.db)")
+    if path.exists():
+        fail(f"{path} exists: the demo uses a new store of its own; name a file that does not")
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+
 def demo(
-    store: StoreURL = DEFAULT_STORE,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store", help="A new sqlite store for the demo (default: a new per-user one)."
+        ),
+    ] = None,
     brokers: Brokers = 3,
-    folder: Annotated[Path, typer.Option(help="The brokers' logs.")] = Path(".metaplane"),
-    keep: Annotated[
-        bool, typer.Option("--keep", help="Keep what the store holds (default: start afresh).")
-    ] = False,
+    folder: Annotated[
+        Path | None, typer.Option(help="The brokers' logs and the analysis (default: beside it).")
+    ] = None,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="The dashboard's port while it runs (0: free).")
+    ] = 0,
     analyze: Annotated[
         bool, typer.Option(help="End by analysing a snapshot of the cluster with Spark.")
     ] = True,
 ) -> None:
-    """The main job: a local cluster and a narrated scenario on the embedded store."""
-    if store.startswith("memory://"):
-        fail("a memory store lives in one process: the brokers need sqlite or etcd")
+    """The main job: a local cluster and a narrated scenario on a new store of its own."""
+    url, default_folder = own_store() if store is None else (store, None)
+    fresh(url)
+    path = sqlite_path(url)
+    assert path is not None
+    folder = folder or default_folder or path.parent
     from metaplane.pipeline import java_runtime
 
     snapshot = folder / "snapshot"
-    run(play(store, brokers, folder, keep, snapshot if analyze else None))
+    run(play(url, brokers, folder, port, snapshot if analyze else None))
+    out = folder / "analysis"
     if analyze and java_runtime() is None:
         step(9, "analyse the snapshot with Spark: skipped, no Java runtime")
         console.print(
             "Spark needs Java 17 or 21 (Debian/Ubuntu: apt-get install "
             "openjdk-17-jre-headless); then:\n"
-            f"    .venv/bin/metaplane analyze --snapshot {snapshot} --out {folder / 'analysis'}"
+            f"    .venv/bin/metaplane analyze --snapshot {snapshot} --out {out}"
         )
     elif analyze:
         step(9, "analyse the snapshot with Spark (metaplane analyze)")
-        out = folder / "analysis"
         from metaplane.pipeline import AnalyzeSettings
 
         analysis = guarded(lambda: run_analysis(snapshot, out, AnalyzeSettings(), None, None))
         show_analysis(analysis, Output.TABLE)
         console.print(
             "The same for any store or snapshot:\n"
-            f"    .venv/bin/metaplane analyze --store {store} --out {out}"
+            f"    .venv/bin/metaplane analyze --store {url} --out {out}"
         )
+    with_analysis = f" --analysis {out}" if analyze else ""
+    console.print(
+        "\nThe dashboard of this store (the API, the metrics and the last analysis) "
+        f"at http://127.0.0.1:8080/ with\n    .venv/bin/metaplane serve --store {url}"
+        f"{with_analysis}",
+        highlight=False,
+    )
 
 
-async def play(url: str, brokers: int, folder: Path, keep: bool, snapshot: Path | None) -> None:
+async def play(url: str, brokers: int, folder: Path, port: int, snapshot: Path | None) -> None:
     async with open_store(url) as store:
-        if not keep:
-            await store.delete_prefix("/")
         cluster = LocalCluster(url, folder, workload=True)
+        admin = AdminServer(store, ServerSettings(port=port))
         scenario = Scenario(store, cluster)
+        await admin.start()
+        console.print(f"watch it live on the dashboard: [bold]{admin.url}[/]", highlight=False)
         try:
             await scenario.join(brokers)
             await scenario.create()
@@ -270,8 +309,9 @@ async def play(url: str, brokers: int, folder: Path, keep: bool, snapshot: Path 
             step(8, "stop: every broker seals its topics and leaves")
             with spinner("stopping the brokers"):
                 await cluster.stop()
+            await admin.stop()
     console.print(
         f"\nThe store stays at {url.removeprefix('sqlite://')}: see the whole layout with\n"
-        "    .venv/bin/metaplane kv tree /\n"
+        f"    .venv/bin/metaplane kv tree / --store {url}\n"
         "and the brokers' logs in " + str(folder / "logs")
     )

@@ -35,7 +35,7 @@ import_app = typer.Typer(
 @import_app.command("kafka-zk")
 def kafka_zk(
     zk: Annotated[
-        str | None, typer.Option("--zk", help="A live ZooKeeper: HOST:PORT[,…][/chroot].")
+        str | None, typer.Option("--zk", help="A live ZooKeeper: HOST:PORT[,…]\\[/chroot].")
     ] = None,
     dump: Annotated[
         Path | None, typer.Option("--dump", help="A dump file (JSON Lines; docs/pipeline.md).")

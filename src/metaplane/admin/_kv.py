@@ -19,6 +19,7 @@ from rich.table import Table
 from metaplane import layout
 from metaplane.admin._console import (
     DEFAULT_STORE,
+    Create,
     Output,
     OutputFormat,
     StoreURL,
@@ -26,11 +27,13 @@ from metaplane.admin._console import (
     errors,
     fail,
     print_json,
-    run,
+    usage,
 )
+from metaplane.admin._operations import Operations, entry_document
 from metaplane.admin._progress import counting
+from metaplane.admin._runner import execute
 from metaplane.admin._tree import key_tree
-from metaplane.resources import MalformedValue, decode
+from metaplane.resources import LoadReport, MalformedValue, decode
 from metaplane.store import (
     ABSENT,
     ANY,
@@ -43,7 +46,6 @@ from metaplane.store import (
     MetadataStore,
     NotFound,
     WatchBatch,
-    open_store,
 )
 
 kv_app = typer.Typer(
@@ -76,7 +78,7 @@ def expectation(text: str) -> Expect | int:
     if word == "absent":
         return ABSENT
     if _VERSION.fullmatch(word) is None:
-        fail(f"--expect is absent, any or a version >= 1, not {text!r}")
+        usage(f"--expect is absent, any or a version >= 1, not {text!r}")
     return int(word)
 
 
@@ -90,16 +92,7 @@ def readable(value: bytes) -> tuple[str, bool]:
 
 def entry_json(entry: Entry, *, with_value: bool = True) -> dict[str, Any]:
     """An entry as scripts read it; a value that is not UTF-8 comes in base64, flagged."""
-    document: dict[str, Any] = {"key": entry.key}
-    if with_value:
-        document["value"], document["base64"] = readable(entry.value)
-    document.update(
-        version=entry.version,
-        create_revision=entry.create_revision,
-        mod_revision=entry.mod_revision,
-        lease=entry.lease,
-    )
-    return document
+    return entry_document(entry, with_value=with_value)
 
 
 def report(output: Output, text: str, **facts: object) -> None:
@@ -116,14 +109,13 @@ def report(output: Output, text: str, **facts: object) -> None:
 def get(key: Key, store: StoreURL = DEFAULT_STORE, output: OutputFormat = Output.TABLE) -> None:
     """Print a key's value; with -o json, its whole entry (value, version, revisions, lease)."""
 
-    async def go() -> Entry:
-        async with open_store(store) as opened:
-            entry = await opened.get(key)
+    async def read(ops: Operations) -> Entry:
+        entry = await ops.store.get(key)
         if entry is None:
             raise NotFound(key)
         return entry
 
-    entry = run(go())
+    entry = execute(store, read)
     if output is Output.JSON:
         print_json(entry_json(entry))
         return
@@ -150,6 +142,7 @@ def put(
         bool, typer.Option("--raw", help="Write even a value that is not of its key's kind.")
     ] = False,
     store: StoreURL = DEFAULT_STORE,
+    create_store: Create = False,
     output: OutputFormat = Output.TABLE,
 ) -> None:
     """Write a key, byte for byte, if --expect holds.
@@ -159,25 +152,24 @@ def put(
     data = value_of(value, file)
     expected = expectation(expect)
 
-    async def go() -> int:
+    async def write(ops: Operations) -> int:
         if not raw:
             check_kind(key, data)
-        async with open_store(store) as opened:
-            return await opened.put(key, data, expect=expected)
+        return await ops.store.put(key, data, expect=expected)
 
-    revision = run(go())
+    revision = execute(store, write, create=create_store)
     report(output, f"put {key} at revision {revision}", key=key, revision=revision)
 
 
 def value_of(value: str | None, file: Path | None) -> bytes:
     """The bytes to write: the argument, stdin (-) or a file; exactly one of them."""
     if (value is None) == (file is None):
-        fail("give the VALUE, - for stdin, or --file (one of them)")
+        usage("give the VALUE, - for stdin, or --file (one of them)")
     if file is not None:
         try:
             return file.read_bytes()
         except OSError as error:
-            fail(f"cannot read {file}: {error.strerror}")
+            usage(f"cannot read {file}: {error.strerror}")
     assert value is not None
     return sys.stdin.buffer.read() if value == "-" else value.encode("utf-8")
 
@@ -189,9 +181,21 @@ def check_kind(key: str, data: bytes) -> None:
     except layout.UnknownKey:
         return
     try:
-        decode(kind, data)
+        value = decode(kind, data)
     except MalformedValue as error:
         raise InvalidValue(f"{key}: {error} (--raw writes it anyway)") from None
+    if isinstance(value, LoadReport):
+        check_usage(key, value)
+
+
+def check_usage(key: str, report: LoadReport) -> None:
+    """A load report's usages are percentages: a negative one would make its broker look
+    like the emptiest of all to the leader's ranking."""
+    for item in report.resources_usage:
+        if item.usage < 0:
+            raise InvalidValue(
+                f"{key}: {item.resource} usage {item.usage} is negative (--raw writes it anyway)"
+            )
 
 
 # del ----------------------------------------------------------------------------------------
@@ -216,13 +220,8 @@ def delete(
         return
     expected = expectation(expect)
     if expected is ABSENT:
-        fail("--expect absent cannot hold for a key being deleted")
-
-    async def go() -> int:
-        async with open_store(store) as opened:
-            return await delete_key(opened, key, expected)
-
-    revision = run(go())
+        usage("--expect absent cannot hold for a key being deleted")
+    revision = execute(store, lambda ops: delete_key(ops.store, key, expected))
     report(output, f"deleted {key} at revision {revision}", deleted=1, revision=revision)
 
 
@@ -238,19 +237,18 @@ async def delete_key(store: MetadataStore, key: str, expected: Expect | int) -> 
 
 def delete_prefix(prefix: str, expect: str, yes: bool, store: str, output: Output) -> None:
     if expect.strip().lower() != "any":
-        fail("--expect compares one key's version; it does not apply to --prefix")
-    found = len(run(read_prefix(store, prefix, keys_only=True))[0])
+        usage("--expect compares one key's version; it does not apply to --prefix")
+    found = len(read_prefix(store, prefix, keys_only=True)[0])
     if found == 0:
         fail(f"no key under {prefix}")
     if not yes:
         typer.confirm(f"delete {found} key(s) under {prefix}?", abort=True)
 
-    async def go() -> tuple[int, int]:
-        async with open_store(store) as opened:
-            result = await opened.txn((), [DeletePrefix(prefix)])
+    async def delete_all(ops: Operations) -> tuple[int, int]:
+        result = await ops.store.txn((), [DeletePrefix(prefix)])
         return result.count(0), result.revision
 
-    deleted, revision = run(go())
+    deleted, revision = execute(store, delete_all)
     text = f"deleted {deleted} key(s) under {prefix} at revision {revision}"
     report(output, text, deleted=deleted, revision=revision)
 
@@ -258,12 +256,15 @@ def delete_prefix(prefix: str, expect: str, yes: bool, store: str, output: Outpu
 # ls, tree -----------------------------------------------------------------------------------
 
 
-async def read_prefix(url: str, prefix: str, *, keys_only: bool) -> tuple[list[Entry], int]:
+def read_prefix(url: str, prefix: str, *, keys_only: bool) -> tuple[list[Entry], int]:
     """Every entry under `prefix` and the revision they were read at: page by page, each page
     at the revision of the first, with a count of keys read so far."""
-    async with open_store(url) as store:
+
+    async def read(ops: Operations) -> tuple[list[Entry], int]:
         with counting(f"reading {prefix}") as progress:
-            return await read_pages(store, prefix, keys_only, progress)
+            return await read_pages(ops.store, prefix, keys_only, progress)
+
+    return execute(url, read)
 
 
 async def read_pages(
@@ -294,7 +295,7 @@ def list_keys(
     output: OutputFormat = Output.TABLE,
 ) -> None:
     """List the keys under a prefix, read at one revision."""
-    entries, revision = run(read_prefix(store, prefix, keys_only=True))
+    entries, revision = read_prefix(store, prefix, keys_only=True)
     if output is Output.JSON:
         keys = [entry_json(entry, with_value=False) for entry in entries]
         print_json({"prefix": prefix, "revision": revision, "keys": keys})
@@ -324,7 +325,7 @@ def entries_table(entries: list[Entry], title: str) -> Table:
 @kv_app.command()
 def tree(prefix: Prefix = "/", store: StoreURL = DEFAULT_STORE) -> None:
     """Show the keys under a prefix as the tree their paths make, with values and versions."""
-    entries, revision = run(read_prefix(store, prefix, keys_only=False))
+    entries, revision = read_prefix(store, prefix, keys_only=False)
     if not entries:
         fail(f"no key under {prefix}")
     console.print(key_tree(entries, root=prefix, width=console.width))
@@ -351,11 +352,8 @@ def watch(
 
     With -o json, one JSON object a line per event (JSON Lines)."""
 
-    async def go() -> None:
-        async with (
-            open_store(store) as opened,
-            opened.watch(prefix, start_revision=from_revision) as changes,
-        ):
+    async def follow(ops: Operations) -> None:
+        async with ops.store.watch(prefix, start_revision=from_revision) as changes:
             if output is Output.TABLE:
                 errors.print(f"watching {escape(prefix)} (Ctrl-C to stop)", highlight=False)
             seen = 0
@@ -367,7 +365,7 @@ def watch(
                 if seen == count:
                     return
 
-    run(go())
+    execute(store, follow)
 
 
 def show_batch(batch: WatchBatch, output: Output) -> None:

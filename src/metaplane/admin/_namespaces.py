@@ -5,34 +5,28 @@ policy with a version compare, delete an empty one.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-import msgspec
 import typer
 from rich.table import Table
 
-from metaplane import layout
 from metaplane.admin._console import (
     DEFAULT_STORE,
+    Create,
     Output,
     OutputFormat,
     StoreURL,
     console,
     fail,
     print_json,
-    run,
+    usage,
 )
-from metaplane.layout import KeyKind, LayoutError
-from metaplane.resources import (
-    MalformedValue,
-    NamespaceManager,
-    NamespacePolicy,
-    Versioned,
-    decode,
-)
-from metaplane.store import BadVersion, Entry, InvalidValue, MetadataStore, open_store
+from metaplane.admin._namespace_ops import POLICY_FIELDS, with_limits
+from metaplane.admin._operations import Operations
+from metaplane.admin._runner import execute
+from metaplane.resources import MalformedValue, NamespacePolicy, decode
+from metaplane.store import InvalidValue
 
 namespaces_app = typer.Typer(
     name="namespaces",
@@ -44,20 +38,7 @@ Namespace = Annotated[str, typer.Argument(help="The namespace, e.g. default.")]
 Limit = Annotated[int | None, typer.Option(min=0, show_default=False, help="0: unlimited.")]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 
-POLICY_FIELDS = NamespacePolicy.__struct_fields__
 _WHOLE_NUMBER = re.compile(r"[0-9]+")
-
-
-def policy_json(policy: NamespacePolicy) -> dict[str, Any]:
-    """The policy as stored (a field Danube leaves out stays out)."""
-    document: dict[str, Any] = msgspec.to_builtins(policy)
-    return document
-
-
-def with_limits(policy: NamespacePolicy, limits: Mapping[str, int | None]) -> NamespacePolicy:
-    """`policy` with the limits that were given (not None) replaced."""
-    given = {name: value for name, value in limits.items() if value is not None}
-    return msgspec.structs.replace(policy, **given)
 
 
 # create -------------------------------------------------------------------------------------
@@ -79,6 +60,7 @@ def create(
     max_subscription_dispatch_rate: Limit = None,
     max_subscriptions_per_topic: Limit = None,
     store: StoreURL = DEFAULT_STORE,
+    create_store: Create = False,
     output: OutputFormat = Output.TABLE,
 ) -> None:
     """Create a namespace with its policy (default: every limit off, messages up to 10 MiB)."""
@@ -93,17 +75,18 @@ def create(
         "max_subscriptions_per_topic": max_subscriptions_per_topic,
     }
 
-    async def go() -> tuple[NamespacePolicy, int]:
-        base = NamespacePolicy() if policy_file is None else read_policy(policy_file)
-        policy = with_limits(base, limits)
-        async with open_store(store) as opened:
-            return policy, await NamespaceManager(opened).create(namespace, policy)
-
-    policy, revision = run(go())
+    base = NamespacePolicy() if policy_file is None else read_policy(policy_file)
+    document = execute(
+        store,
+        lambda ops: ops.create_namespace(namespace, with_limits(base, limits)),
+        create=create_store,
+    )
     if output is Output.JSON:
-        print_json({"namespace": namespace, "policy": policy_json(policy), "revision": revision})
+        print_json(document)
     else:
-        console.print(f"created namespace {namespace} at revision {revision}", highlight=False)
+        console.print(
+            f"created namespace {namespace} at revision {document['revision']}", highlight=False
+        )
 
 
 def read_policy(path: Path) -> NamespacePolicy:
@@ -115,55 +98,16 @@ def read_policy(path: Path) -> NamespacePolicy:
     try:
         return decode(NamespacePolicy, data)
     except MalformedValue as error:
-        raise InvalidValue(f"{path}: {error}") from None
+        fail(str(InvalidValue(f"{path}: {error}")))
 
 
 # list ---------------------------------------------------------------------------------------
 
 
-Namespaces = tuple[dict[str, NamespacePolicy], dict[str, int]]
-"""Every namespace's policy, and how many topics each lists."""
-
-
-async def read_namespaces(store: MetadataStore) -> Namespaces:
-    """Every namespace's policy and its number of topics, from one read of /namespaces."""
-    policies: dict[str, NamespacePolicy] = {}
-    topics: dict[str, int] = {}
-    for entry in await store.list(layout.namespaces_prefix()):
-        try:
-            key = layout.parse(entry.key)
-        except LayoutError:
-            continue
-        if key.namespace is None:
-            continue
-        if key.kind is KeyKind.NAMESPACE_POLICY:
-            policies[key.namespace] = policy_at(entry)
-        elif key.kind is KeyKind.NAMESPACE_TOPIC:
-            topics[key.namespace] = topics.get(key.namespace, 0) + 1
-    return policies, topics
-
-
-def policy_at(entry: Entry) -> NamespacePolicy:
-    """The policy `entry` holds; a malformed one is named by its key, for the operator."""
-    try:
-        return decode(NamespacePolicy, entry.value)
-    except MalformedValue as error:
-        raise InvalidValue(f"{entry.key}: {error}") from None
-
-
 @namespaces_app.command("list")
 def list_namespaces(store: StoreURL = DEFAULT_STORE, output: OutputFormat = Output.TABLE) -> None:
     """List every namespace with its number of topics and its policy."""
-
-    async def go() -> Namespaces:
-        async with open_store(store) as opened:
-            return await read_namespaces(opened)
-
-    policies, topics = run(go())
-    document: list[dict[str, Any]] = [
-        {"namespace": name, "topics": topics.get(name, 0), "policy": policy_json(policy)}
-        for name, policy in sorted(policies.items())
-    ]
+    document = execute(store, lambda ops: ops.list_namespaces())
     if output is Output.JSON:
         print_json(document)
         return
@@ -204,20 +148,16 @@ def policy(
     change makes it fail instead of being lost."""
     changes = parse_fields(set_fields or [])
 
-    async def go() -> tuple[Versioned[NamespacePolicy], int | None]:
-        async with open_store(store) as opened:
-            namespaces = NamespaceManager(opened)
-            current = await namespaces.policy(namespace)
-            if not changes:
-                return current, None
-            return await change_policy(namespaces, namespace, current, changes, expect)
+    async def show_or_change(ops: Operations) -> dict[str, Any]:
+        if not changes:
+            return await ops.namespace_policy(namespace)
+        return await ops.change_policy(namespace, changes, expect)
 
-    shown, revision = run(go())
+    document = execute(store, show_or_change)
     if output is Output.JSON:
-        document = {"namespace": namespace, "version": shown.version, "revision": revision}
-        print_json({**document, "policy": policy_json(shown.value)})
+        print_json({"revision": None, **document})
     else:
-        show_policy(namespace, shown, revision)
+        show_policy(document)
 
 
 def parse_fields(settings: list[str]) -> dict[str, int]:
@@ -227,40 +167,23 @@ def parse_fields(settings: list[str]) -> dict[str, int]:
         name, sep, value = text.partition("=")
         name = name.strip().lower().replace("-", "_")
         if not sep or name not in POLICY_FIELDS:
-            fail(f"--set {text!r}: no such field (`namespaces policy NS` shows the fields)")
+            usage(f"--set {text!r}: no such field (`namespaces policy NS` shows the fields)")
         if _WHOLE_NUMBER.fullmatch(value.strip()) is None:
-            fail(f"--set {text!r}: the value is a whole number >= 0 (0: unlimited)")
+            usage(f"--set {text!r}: the value is a whole number >= 0 (0: unlimited)")
         changes[name] = int(value)
     return changes
 
 
-async def change_policy(
-    namespaces: NamespaceManager,
-    namespace: str,
-    current: Versioned[NamespacePolicy],
-    changes: dict[str, int],
-    expect: int | None,
-) -> tuple[Versioned[NamespacePolicy], int]:
-    """Write `current` with `changes` over the version expected; the policy as written."""
-    if expect is not None and expect != current.version:
-        raise BadVersion(current.key, expect, current.version)
-    changed = with_limits(current.value, changes)
-    revision = await namespaces.set_policy(namespace, changed, current.version)
-    written = Versioned(
-        changed, current.version + 1, revision, current.create_revision, current.key
-    )
-    return written, revision
-
-
-def show_policy(namespace: str, shown: Versioned[NamespacePolicy], revision: int | None) -> None:
-    table = Table(title=f"namespace {namespace}, policy version {shown.version}")
+def show_policy(document: dict[str, Any]) -> None:
+    namespace, version = document["namespace"], document["version"]
+    table = Table(title=f"namespace {namespace}, policy version {version}")
     table.add_column("field")
     table.add_column("value", justify="right")
-    for name, value in policy_json(shown.value).items():
+    for name, value in document["policy"].items():
         table.add_row(name, "unlimited" if value == 0 else str(value))
     console.print(table)
-    if revision is not None:
-        console.print(f"changed at revision {revision}", highlight=False)
+    if document.get("revision") is not None:
+        console.print(f"changed at revision {document['revision']}", highlight=False)
 
 
 # delete -------------------------------------------------------------------------------------
@@ -270,19 +193,19 @@ def show_policy(namespace: str, shown: Versioned[NamespacePolicy], revision: int
 def delete(
     namespace: Namespace,
     yes: Yes = False,
+    expect: Annotated[
+        int | None,
+        typer.Option("--expect", min=1, help="Delete it only if its policy is at this version."),
+    ] = None,
     store: StoreURL = DEFAULT_STORE,
     output: OutputFormat = Output.TABLE,
 ) -> None:
     """Delete a namespace; refused while it has topics."""
     if not yes:
         typer.confirm(f"delete namespace {namespace}?", abort=True)
-
-    async def go() -> int:
-        async with open_store(store) as opened:
-            return await NamespaceManager(opened).delete(namespace)
-
-    revision = run(go())
+    document = execute(store, lambda ops: ops.delete_namespace(namespace, expect))
     if output is Output.JSON:
-        print_json({"namespace": namespace, "revision": revision})
+        print_json(document)
     else:
+        revision = document["revision"]
         console.print(f"deleted namespace {namespace} at revision {revision}", highlight=False)

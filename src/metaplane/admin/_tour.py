@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from typing import Annotated
 
+import typer
 from rich.panel import Panel
 
 from metaplane import layout
-from metaplane.admin._console import DEFAULT_STORE, StoreURL, console, run
+from metaplane.admin._console import console, data_home, run
 from metaplane.admin._tree import key_tree
 from metaplane.layout import TopicName
 from metaplane.resources import (
@@ -233,6 +236,16 @@ async def watch_a_cursor(store: MetadataStore, seen: int) -> None:
         )
 
 
-def demo(store: StoreURL = DEFAULT_STORE) -> None:
-    """A short tour of the store: Danube's layout written, shown as a tree, and a watch."""
-    run(tour(store))
+def demo(
+    store: Annotated[
+        str | None,
+        typer.Option("--store", help="A new sqlite store for the tour (default: a new one)."),
+    ] = None,
+) -> None:
+    """A short tour of the store: Danube's layout written into a new store of its own, shown
+    as a tree, and a watch."""
+    from metaplane.admin._demo import fresh
+
+    url = store or f"sqlite://{data_home() / 'tour' / time.strftime('%Y%m%d-%H%M%S.db')}"
+    fresh(url)
+    run(tour(url))

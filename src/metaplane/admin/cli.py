@@ -1,53 +1,46 @@
-"""The `metaplane` command: one Typer application, each group of commands in a module of
-its own."""
+"""The `metaplane` command's entry point. The application is imported inside `main`, and
+Click's own handling of Ctrl-C (an "Aborted!" and exit 1) is replaced, so that a Ctrl-C at any
+moment — even while Python is still importing the commands — ends with "interrupted" and exit
+code 130, never a traceback. A "no" to a confirmation stays exit 1."""
 
 from __future__ import annotations
 
-import typer
+import sys
+from typing import Any
 
-from metaplane import __version__
-from metaplane.admin import (
-    _analyze,
-    _brokers,
-    _demo,
-    _kafka_import,
-    _kv,
-    _namespaces,
-    _rebalance,
-    _schemas,
-    _snapshot,
-    _standalone,
-    _topics,
-    _tour,
-)
-from metaplane.admin._console import console
-
-app = typer.Typer(
-    name="metaplane",
-    help="The metadata and coordination plane of a pub/sub cluster.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-app.command("demo")(_demo.demo)
-app.command("tour")(_tour.demo)
-app.command("standalone")(_standalone.standalone)
-app.add_typer(_snapshot.snapshot_app, name="snapshot")
-app.command("analyze")(_analyze.analyze)
-app.add_typer(_kafka_import.import_app, name="import")
-app.add_typer(_rebalance.rebalance_app, name="rebalance")
-app.add_typer(_schemas.app, name="schemas")
-app.add_typer(_kv.kv_app, name="kv")
-app.add_typer(_brokers.brokers_app, name="brokers")
-app.add_typer(_namespaces.namespaces_app, name="namespaces")
-app.add_typer(_topics.topics_app, name="topics")
-
-
-@app.command()
-def version() -> None:
-    """Print metaplane's version."""
-    console.print(__version__)
+EXIT_INTERRUPTED = 130
 
 
 def main() -> None:
-    app()
+    try:
+        sys.exit(_run())
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _run() -> int:
+    import click
+
+    from metaplane.admin._app import app
+
+    try:
+        code = app(standalone_mode=False)
+    except click.exceptions.Abort as abort:
+        if isinstance(abort.__cause__, KeyboardInterrupt):
+            raise KeyboardInterrupt from None
+        sys.stderr.write("Aborted!\n")
+        return 1
+    except click.ClickException as error:
+        error.show()
+        return error.exit_code
+    return code if isinstance(code, int) else 0
+
+
+def __getattr__(name: str) -> Any:
+    """`app` (the Typer application), imported when first asked for."""
+    if name == "app":
+        from metaplane.admin._app import app
+
+        return app
+    raise AttributeError(name)
