@@ -213,12 +213,17 @@ class LocalStore(MetadataStore):
 
 
 class LogWatch(Watch):
-    """A watch that reads the change log of a local store."""
+    """A watch that reads the change log of a local store.
+
+    The log is read in revision order, so batches come in order by construction; a progress
+    batch is one more batch, at the last revision read, and only when that revision is
+    above the last batch handed out (else it waits for the store to move on)."""
 
     def __init__(self, store: LocalStore, prefix: str, start_revision: int) -> None:
         super().__init__(prefix, start_revision)
         self._store = store
         self._next = start_revision
+        self._handed_out = 0  # the revision of the last batch returned
         self._ready: list[WatchBatch] = []
         self._progress = False
         self._closed = False
@@ -228,7 +233,9 @@ class LogWatch(Watch):
             if self._closed or self._store._closed:
                 raise StopAsyncIteration
             if self._ready:
-                return self._ready.pop(0)
+                batch = self._ready.pop(0)
+                self._handed_out = batch.revision
+                return batch
             floor = self._store._compact_floor()
             if self._next < floor:
                 self._closed = True
@@ -238,8 +245,9 @@ class LogWatch(Watch):
             self._next = max(self._next, seen + 1)
             if self._ready:
                 continue
-            if self._progress:
+            if self._progress and self._next - 1 > self._handed_out:
                 self._progress = False
+                self._handed_out = self._next - 1
                 return WatchBatch(self._next - 1, ())
             await self._store._wait_beyond(self._next - 1)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from sortedcontainers import SortedDict
 
-from metaplane.store._errors import InvalidRequest, LeaseNotFound
+from metaplane.store._errors import Compacted, InvalidRequest, LeaseNotFound
 from metaplane.store._keys import ROOT, children_prefix, in_prefix, prefix_end
 from metaplane.store._local import Change, LocalStore, apply_txn, rewind, select, trim
 from metaplane.store._model import (
@@ -53,7 +53,7 @@ class MemoryStore(LocalStore):
         self.url = "memory://"
         self._data: SortedDict[str, Entry] = SortedDict()
         self._rev = 1  # as etcd: an empty store is at revision 1
-        self._floor = 1
+        self._compacted = 0  # the revision of the last compaction (or trim); 0: none yet
         self._history = history
         self._log: deque[tuple[int, list[Change]]] = deque()
         self._leases: dict[int, _Lease] = {}
@@ -89,17 +89,19 @@ class MemoryStore(LocalStore):
         return result
 
     async def _compact(self, revision: int) -> None:
+        if revision <= self._compacted:
+            raise Compacted(self._compacted)
         self._check_readable(revision)
         while self._log and self._log[0][0] < revision:
             self._log.popleft()
-        self._floor = max(self._floor, revision)
+        self._compacted = revision
 
     def _commit(self, changes: list[Change]) -> None:
         self._rev += 1
         self._log.append((self._rev, changes))
         while len(self._log) > self._history:
             self._log.popleft()
-            self._floor = self._log[0][0]
+            self._compacted = self._log[0][0]  # as etcd's automatic compaction
         self._notify()
 
     # -- leases ------------------------------------------------------------------------
@@ -112,7 +114,7 @@ class MemoryStore(LocalStore):
         self._arm(lease_id)
         return Lease(lease_id, ttl)
 
-    async def _refresh(self, lease: int) -> int:
+    async def _refresh(self, lease: int, timeout: float | None) -> int:
         state = self._leases.get(lease)
         if state is None:
             raise LeaseNotFound(lease)
@@ -153,7 +155,7 @@ class MemoryStore(LocalStore):
         return self._rev
 
     def _compact_floor(self) -> int:
-        return self._floor
+        return max(self._compacted, 1)
 
     def _changes_after(self, revision: int) -> Iterator[Change]:
         for log_revision, changes in self._log:

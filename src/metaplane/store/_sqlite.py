@@ -33,6 +33,7 @@ from metaplane.store._errors import (
 from metaplane.store._keys import ROOT, children_prefix, prefix_end
 from metaplane.store._local import Change, LocalStore, apply_txn, rewind, select, trim
 from metaplane.store._model import (
+    MAX_INT64,
     Entry,
     EventType,
     Lease,
@@ -59,6 +60,7 @@ _MAX_EVENTS_READ = 10_000
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta VALUES ('format', 1), ('revision', 1), ('floor', 1);
+INSERT OR IGNORE INTO meta VALUES ('compacted', 0);
 CREATE TABLE IF NOT EXISTS kv (
     key TEXT PRIMARY KEY,
     value BLOB NOT NULL,
@@ -176,7 +178,7 @@ def _range(conn: sqlite3.Connection, op: List) -> tuple[list[Entry], bool]:
     args: tuple[object, ...] = (low, high)
     if op.limit is not None:
         sql += " LIMIT ?"
-        args += (op.limit + 1,)
+        args += (min(op.limit + 1, MAX_INT64),)  # one more tells whether more follow
     children = [_entry(row) for row in conn.execute(sql, args)]
     return trim(children + own if op.reverse else own + children, op)
 
@@ -277,6 +279,14 @@ def _trim(conn: sqlite3.Connection, keep_from: int) -> None:
         return
     conn.execute("DELETE FROM changes WHERE revision <= ?", (newest,))
     _set_meta(conn, "floor", newest + 1)
+    _set_meta(conn, "compacted", newest + 1)  # as etcd's automatic compaction
+
+
+def _compacted(conn: sqlite3.Connection) -> int:
+    """The revision of the last compaction or trim (0: none). A file written before this
+    was recorded has only its floor to tell."""
+    floor = _meta(conn, "floor")
+    return max(_meta(conn, "compacted"), floor if floor > 1 else 0)
 
 
 class _Writer(threading.Thread):
@@ -500,10 +510,15 @@ class SqliteStore(LocalStore):
 
     async def _compact(self, revision: int) -> None:
         def compact(conn: sqlite3.Connection) -> None:
-            # As etcd: the revisions before `revision` are gone, whatever they held.
+            # As etcd: the revisions before `revision` are gone, whatever they held, and a
+            # revision at or below the last compaction cannot be compacted again.
+            compacted = _compacted(conn)
+            if revision <= compacted:
+                raise Compacted(compacted)
             _check_readable(conn, revision)
             conn.execute("DELETE FROM changes WHERE revision < ?", (revision,))
             _set_meta(conn, "floor", max(_meta(conn, "floor"), revision))
+            _set_meta(conn, "compacted", revision)
 
         await self._writer.submit(compact)
 
@@ -521,7 +536,7 @@ class SqliteStore(LocalStore):
 
         return await self._writer.submit(grant)
 
-    async def _refresh(self, lease: int) -> int:
+    async def _refresh(self, lease: int, timeout: float | None) -> int:
         def refresh(conn: sqlite3.Connection) -> int:
             now = time.time()
             row = conn.execute(
@@ -533,7 +548,14 @@ class SqliteStore(LocalStore):
             conn.execute("UPDATE leases SET expires_at = ? WHERE id = ?", (now + ttl, lease))
             return ttl
 
-        return await self._writer.submit(refresh)
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._writer.submit(refresh)
+        except TimeoutError:
+            # The writer is held up (another process holds the write lock, a slow disk);
+            # the refresh may still apply later, which does no harm.
+            message = f"{self.path}: refreshing lease {lease} took over {timeout} s"
+            raise Unavailable(message) from None
 
     async def _revoke(self, lease: int) -> None:
         def revoke(conn: sqlite3.Connection) -> None:
