@@ -4,6 +4,7 @@ resume from any kept revision, and say when history is gone or the store is unre
 from __future__ import annotations
 
 import asyncio
+import random
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,9 @@ import pytest
 from metaplane.store import (
     Compacted,
     Delete,
+    EtcdStore,
     EventType,
+    MetadataError,
     MetadataStore,
     Put,
     Unavailable,
@@ -20,6 +23,12 @@ from metaplane.store import (
     connect_store,
 )
 from metaplane.testing import EtcdMember
+from tests.store.watching import (
+    changes,
+    check_history,
+    follow_with_progress,
+    oldest_revision,
+)
 
 
 async def collect(watch: Watch, until: int, timeout: float = 10.0) -> list[WatchBatch]:
@@ -170,6 +179,7 @@ async def test_progress_never_overtakes_events(store: MetadataStore) -> None:
     first = await store.put("/p/0", b"")
     for i in range(1, 50):
         last = await store.put(f"/p/{i}", b"")
+    tail = await store.put("/elsewhere", b"")  # the store moves on past the prefix
     async with store.watch("/p", start_revision=first) as watch:
         watch.request_progress()
         delivered: list[int] = []
@@ -178,5 +188,131 @@ async def test_progress_never_overtakes_events(store: MetadataStore) -> None:
                 if not batch.events:
                     break
                 delivered.append(batch.revision)
-    assert batch.revision >= last
     assert delivered == list(range(first, last + 1))
+    assert last < batch.revision <= tail
+
+
+async def test_progress_waits_for_keys_created_and_deleted_in_between(
+    store: MetadataStore,
+) -> None:
+    """Keys created and deleted under the prefix after R leave its net state as it was at
+    R; a progress batch requested at once on a watch from R + 1 still comes only after
+    their events (on etcd 3.4.23 the server's own notification overtakes them)."""
+    before = await store.revision()
+    for i in range(5):
+        await store.put(f"/cd/k{i}", b"v")
+        await store.delete(f"/cd/k{i}")
+    await store.txn([], [Put("/cd/t", b"v"), Put("/cd-sibling", b"v")], [])
+    marker = await store.delete("/cd/t")
+    tail = await store.put("/elsewhere/x", b"")
+    async with store.watch("/cd", start_revision=before + 1) as watch:
+        reference = changes(await collect(watch, marker))
+    assert len(reference) == 12
+    async with store.watch("/cd", start_revision=before + 1) as watch:
+        batches = await follow_with_progress(watch, tail)
+    check_history(batches, reference)
+
+
+async def test_progress_from_the_oldest_revision(store: MetadataStore) -> None:
+    """A watch from the oldest revision kept (1 on a fresh store), asked for progress at
+    once, delivers the whole history first (etcd 3.4.23 answers with the current revision
+    at once, ahead of every event)."""
+    oldest = await oldest_revision(store)
+    for i in range(10):
+        await store.put(f"/old/k{i}", b"v")
+        if i % 3 == 0:
+            await store.delete(f"/old/k{i}")
+    marker = await store.put("/old/end", b"")
+    tail = await store.put("/elsewhere/y", b"")
+    async with store.watch("/old", start_revision=oldest) as watch:
+        reference = changes(await collect(watch, marker))
+    async with store.watch("/old", start_revision=oldest) as watch:
+        batches = await follow_with_progress(watch, tail)
+    check_history(batches, reference)
+    assert batches[-1].revision >= tail
+
+
+async def test_batches_in_order_while_progress_is_asked_under_writes(
+    store: MetadataStore,
+) -> None:
+    """A writer mixes puts, deletes and transactions under the prefix and beside it while
+    the watcher asks for progress after every batch: the history is the plain watch's,
+    in strictly increasing revisions, and no progress batch comes early."""
+    start = await store.revision() + 1
+    rng = random.Random(11)
+
+    async def write() -> int:
+        revision = start
+        for i in range(120):
+            key = f"/load/k{rng.randrange(8)}"
+            choice = rng.randrange(4)
+            if choice == 0:
+                revision = await store.put(key, str(i).encode())
+            elif choice == 1:
+                revision = await store.delete(key)
+            elif choice == 2:
+                txn = [Put(f"/load/t{i}", b"v"), Put(f"/load-beside/{i}", b"v")]
+                revision = (await store.txn([], txn, [])).revision
+            else:
+                revision = await store.put(f"/beside/{i}", b"v")
+            await asyncio.sleep(0)
+        return revision
+
+    async with store.watch("/load", start_revision=start) as watch:
+        writer = asyncio.create_task(write())
+        marker = await writer
+        marker = await store.put("/load/end", b"")
+        tail = await store.put("/beside/end", b"")
+        batches = await follow_with_progress(watch, tail, timeout=60)
+    async with store.watch("/load", start_revision=start) as plain:
+        reference = changes(await collect(plain, marker))
+    check_history(batches, reference)
+
+
+async def test_no_progress_batch_at_or_below_one_delivered(store: MetadataStore) -> None:
+    """Asked for progress on a store that has not moved since its last batch, a watch says
+    nothing; once the store moves, the progress batch comes, above that batch."""
+    start = await store.revision() + 1
+    async with store.watch("/still", start_revision=start) as watch:
+        written = await store.put("/still/k", b"v")
+        assert (await anext(watch)).revision == written
+        watch.request_progress()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(1.5):
+                await anext(watch)
+        moved = await store.put("/elsewhere/z", b"")
+        async with asyncio.timeout(10):
+            batch = await anext(watch)
+    assert (batch.revision, batch.events) == (moved, ())
+
+
+async def test_progress_on_a_quiet_prefix_after_compaction(store: MetadataStore) -> None:
+    """A quiet watch whose history was compacted under it, asked for progress, never hangs:
+    it raises `Compacted` with the compact revision (memory and sqlite, whose watch reads the
+    compacted log; etcd before 3.4.25, where the progress cannot be verified any more and
+    the caller must resync), or says where the store is (etcd that orders progress)."""
+    start = await store.revision() + 1
+    async with store.watch("/quiet-then-compacted", start_revision=start) as watch:
+        watch.request_progress()
+        async with asyncio.timeout(10):
+            assert (await anext(watch)).revision == start - 1
+        for i in range(3):
+            compacted_at = await store.put(f"/elsewhere/c{i}", b"")
+        await store.compact(compacted_at)
+        watch.request_progress()
+        outcome = await _next_or_error(watch, timeout=10)
+    if isinstance(store, EtcdStore) and store.progress_in_order:
+        assert isinstance(outcome, WatchBatch)
+        assert (outcome.revision, outcome.events) == (compacted_at, ())
+    else:
+        assert isinstance(outcome, Compacted)
+        assert outcome.compact_revision == compacted_at
+
+
+async def _next_or_error(watch: Watch, timeout: float) -> WatchBatch | Exception:
+    """The next batch, or the contract error the watch raised instead (never a hang)."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await anext(watch)
+    except MetadataError as error:
+        return error

@@ -1,16 +1,16 @@
 """The production backend: etcd v3, spoken through aetcd's generated gRPC stubs.
 
 aetcd's client talks to one host without TLS; this backend keeps one channel per member,
-moves to the next member when the active one fails, and retries only what is safe to
-retry: reads, and writes the member refused before applying them. A write whose outcome is
-unknown raises `Unavailable` and is left to the caller. TLS (CA, client certificate) and
-user/password authentication are options of the URL.
+moves to the next member when the active one fails or stops answering (every request has a
+deadline), and retries only what is safe to retry: reads, lease refreshes, and writes the
+member refused before applying them. A write whose outcome is unknown raises `Unavailable`
+and is left to the caller. TLS (CA, client certificate) and user/password authentication
+are options of the URL. The watch lives in `_etcd_watch`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,25 +19,29 @@ from typing import Any
 import grpc
 from aetcd import rpc
 
-from metaplane._tasks import cancel_and_wait
 from metaplane.store._base import MetadataStore, Watch
 from metaplane.store._errors import (
     Compacted,
     InvalidRequest,
-    InvalidTxn,
     LeaseNotFound,
     MetadataError,
-    PermissionDenied,
-    TxnTooLarge,
     Unavailable,
 )
-from metaplane.store._keys import ROOT, children_prefix, in_prefix, prefix_end
-from metaplane.store._local import group
+from metaplane.store._etcd_watch import EtcdWatch, orders_progress, stalls_progress
+from metaplane.store._etcd_wire import (
+    convert,
+    entry_of,
+    is_transport,
+    key_ranges,
+    not_applied,
+    to_bytes,
+)
+from metaplane.store._keys import ROOT
 from metaplane.store._model import (
+    MAX_INT64,
     Compare,
     Delete,
     Entry,
-    EventType,
     Get,
     Lease,
     List,
@@ -48,9 +52,6 @@ from metaplane.store._model import (
     Target,
     Txn,
     TxnResult,
-    WatchBatch,
-    WatchEvent,
-    deleted_entry,
 )
 
 log = logging.getLogger(__name__)
@@ -58,8 +59,15 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT = 10.0
 """How long one operation may take, over every member it tries."""
 
-_ATTEMPT_TIMEOUT = 3.0
+ATTEMPT_TIMEOUT = 3.0
 """How long one member gets before the next is tried (a read, or a write it refused)."""
+
+VERSION_TIMEOUT = 1.0
+"""How long each member gets to tell its version when the store connects."""
+
+REFRESH_SHARE = 0.6
+"""The share of a lease refresh's deadline one member gets before the next is tried: a hung
+member costs a refresh at most this much, and the rest goes to another member."""
 
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", -1),
@@ -70,13 +78,6 @@ _CHANNEL_OPTIONS = [
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 5_000),
 ]
-
-_AUTH_FAILURES = (
-    "authentication failed",
-    "permission denied",
-    "user name is empty",
-    "invalid auth token",
-)
 
 _TARGETS = {
     Target.VERSION: rpc.Compare.VERSION,
@@ -135,95 +136,20 @@ class _Member:
         self.watch = rpc.WatchStub(self.channel)
         self.auth = rpc.AuthStub(self.channel)
         self.maintenance = rpc.MaintenanceStub(self.channel)
-
-
-def orders_progress(version: str) -> bool:
-    """True when an etcd server of `version` sends requested progress notifications in order
-    with watch events. Before 3.4.25 and 3.5.8 a progress notification could overtake events
-    it claims to follow (etcd issue 15220)."""
-    try:
-        major, minor, patch = (int(part) for part in version.split("-")[0].split(".")[:3])
-    except ValueError:
-        return False
-    if (major, minor) == (3, 4):
-        return patch >= 25
-    if (major, minor) == (3, 5):
-        return patch >= 8
-    return (major, minor) > (3, 5)
-
-
-def _not_applied(error: grpc.aio.AioRpcError) -> bool:
-    """True when the member refused the request before applying it: safe to send again."""
-    details = (error.details() or "").lower()
-    return error.code() == grpc.StatusCode.UNAVAILABLE and (
-        "failed to connect" in details
-        or "connection refused" in details
-        or "etcdserver: no leader" in details
-        or "not capable" in details
-    )
-
-
-def _transport(error: grpc.aio.AioRpcError) -> bool:
-    """True when the member could not be reached or answer: another member may."""
-    return error.code() in (
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.StatusCode.DEADLINE_EXCEEDED,
-        grpc.StatusCode.CANCELLED,
-    ) or "leader changed" in (error.details() or "")
-
-
-def _convert(error: grpc.aio.AioRpcError, lease: int = 0) -> MetadataError:
-    """The one place where etcd's gRPC errors become the contract's."""
-    code, details = error.code(), error.details() or ""
-    if _transport(error):
-        return Unavailable(f"etcd: {details or code.name}")
-    if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED) or any(
-        reason in details for reason in _AUTH_FAILURES
-    ):
-        return PermissionDenied(f"etcd: {details}")
-    if code == grpc.StatusCode.NOT_FOUND and "lease not found" in details:
-        return LeaseNotFound(lease)
-    if "required revision has been compacted" in details:
-        return Compacted(0, f"etcd: {details}")
-    if "future revision" in details:
-        return InvalidRequest(f"etcd: {details}")
-    if "too many operations" in details:
-        return TxnTooLarge(f"etcd: {details}")
-    if "duplicate key" in details:
-        return InvalidTxn(f"etcd: {details}")
-    if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED):
-        return InvalidRequest(f"etcd: {details}")
-    return MetadataError(f"etcd: {code.name}: {details}")
-
-
-def _entry(kv: Any) -> Entry:
-    key = kv.key.decode("utf-8", "surrogateescape")
-    return Entry(key, kv.value, kv.version, kv.create_revision, kv.mod_revision, kv.lease)
-
-
-def _bytes(key: str) -> bytes:
-    return key.encode("utf-8", "surrogateescape")
-
-
-def _ranges(prefix: str) -> list[tuple[bytes, bytes]]:
-    """The etcd ranges that make a prefix: the key itself and the keys under it.
-
-    The single range [p, p + '0') would also hold siblings such as `p-part-1`."""
-    if prefix == ROOT:
-        return [(b"/", b"0")]
-    return [(_bytes(prefix), b""), (_bytes(children_prefix(prefix)), _bytes(prefix_end(prefix)))]
+        self.version = ""
+        """The server's version, once it said (`EtcdStore.connect`)."""
 
 
 def _range_requests(op: List, revision: int = 0) -> list[Any]:
     """The etcd range requests of a List, in the order their results are concatenated."""
     own: list[Any] = []
     if op.prefix != ROOT and op.within(op.prefix):
-        own = [rpc.RangeRequest(key=_bytes(op.prefix), revision=revision, keys_only=op.keys_only)]
-    low, high = _ranges(op.prefix)[-1]
-    if op.start_after is not None and _bytes(op.start_after) >= low:
-        low = _bytes(op.start_after) + b"\0"
-    if op.end_before is not None and _bytes(op.end_before) < high:
-        high = _bytes(op.end_before)
+        own = [rpc.RangeRequest(key=to_bytes(op.prefix), revision=revision, keys_only=op.keys_only)]
+    low, high = key_ranges(op.prefix)[-1]
+    if op.start_after is not None and to_bytes(op.start_after) >= low:
+        low = to_bytes(op.start_after) + b"\0"
+    if op.end_before is not None and to_bytes(op.end_before) < high:
+        high = to_bytes(op.end_before)
     children: list[Any] = []
     if low < high:
         children = [
@@ -232,7 +158,8 @@ def _range_requests(op: List, revision: int = 0) -> list[Any]:
                 range_end=high,
                 revision=revision,
                 keys_only=op.keys_only,
-                limit=0 if op.limit is None else op.limit + 1,
+                # one more than asked tells whether more follow
+                limit=0 if op.limit is None else min(op.limit + 1, MAX_INT64),
                 sort_order=rpc.RangeRequest.DESCEND if op.reverse else rpc.RangeRequest.NONE,
                 sort_target=rpc.RangeRequest.KEY,
             )
@@ -242,7 +169,7 @@ def _range_requests(op: List, revision: int = 0) -> list[Any]:
 
 def _listing(op: List, parts: Sequence[Any], revision: int) -> Listing:
     """The Listing of a List from the responses of its range requests."""
-    entries = [_entry(kv) for part in parts for kv in part.kvs]
+    entries = [entry_of(kv) for part in parts for kv in part.kvs]
     more = any(part.more for part in parts)
     if op.limit is not None and len(entries) > op.limit:
         entries, more = entries[: op.limit], True
@@ -260,7 +187,7 @@ _OPERAND_FIELDS = {
 def _compares(compare: Compare) -> list[Any]:
     """etcd compares of one compare: a prefix compare is one per range of the prefix (etcd
     compares every key of a range, and an empty range as a missing key — our semantics)."""
-    ranges = _ranges(compare.key) if compare.whole_prefix else [(_bytes(compare.key), b"")]
+    ranges = key_ranges(compare.key) if compare.whole_prefix else [(to_bytes(compare.key), b"")]
     return [
         rpc.Compare(
             key=start,
@@ -275,17 +202,17 @@ def _compares(compare: Compare) -> list[Any]:
 
 def _requests(op: Operation) -> list[Any]:
     if isinstance(op, Get):
-        return [rpc.RequestOp(request_range=rpc.RangeRequest(key=_bytes(op.key)))]
+        return [rpc.RequestOp(request_range=rpc.RangeRequest(key=to_bytes(op.key)))]
     if isinstance(op, Put):
-        put = rpc.PutRequest(key=_bytes(op.key), value=op.value, lease=op.lease)
+        put = rpc.PutRequest(key=to_bytes(op.key), value=op.value, lease=op.lease)
         return [rpc.RequestOp(request_put=put)]
     if isinstance(op, Delete):
-        return [rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=_bytes(op.key)))]
+        return [rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=to_bytes(op.key)))]
     if isinstance(op, List):
         return [rpc.RequestOp(request_range=request) for request in _range_requests(op)]
     return [
         rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=start, range_end=end))
-        for start, end in _ranges(op.prefix)
+        for start, end in key_ranges(op.prefix)
     ]
 
 
@@ -295,7 +222,7 @@ def _results(ops: Sequence[Operation], responses: Sequence[Any], revision: int) 
     for op in ops:
         if isinstance(op, Get):
             kvs = responses[position].response_range.kvs
-            results.append(_entry(kvs[0]) if kvs else None)
+            results.append(entry_of(kvs[0]) if kvs else None)
             position += 1
         elif isinstance(op, Put):
             results.append(revision)
@@ -309,7 +236,7 @@ def _results(ops: Sequence[Operation], responses: Sequence[Any], revision: int) 
             results.append(_listing(op, parts, revision))
             position += count
         else:
-            count = len(_ranges(op.prefix))
+            count = len(key_ranges(op.prefix))
             deleted = sum(
                 responses[position + i].response_delete_range.deleted for i in range(count)
             )
@@ -330,6 +257,9 @@ class EtcdStore(MetadataStore):
         self._auth_lock = asyncio.Lock()
         self.server_version = ""
         self.progress_in_order = False
+        """Every member sends requested progress notifications in order with events."""
+        self.progress_may_stall = False
+        """Some member may never answer a progress request made while a watch catches up."""
 
     @property
     def active_endpoint(self) -> str:
@@ -341,18 +271,38 @@ class EtcdStore(MetadataStore):
         store = cls(options)
         try:
             status = await store.call("maintenance", "Status", rpc.StatusRequest(), idempotent=True)
+            store._members[store._active].version = status.version
             await store._revision()  # Status needs no credentials; fail now if they are wrong
+            await store._learn_versions()
         except BaseException:
             await store._close()
             raise
         store.server_version = status.version
-        store.progress_in_order = orders_progress(status.version)
-        if not store.progress_in_order:
-            log.info(
-                "etcd %s may send progress notifications ahead of events: each is verified",
-                status.version,
-            )
         return store
+
+    async def _learn_versions(self) -> None:
+        """Ask every member its version, briefly. A progress notification is trusted to
+        follow the events before it only when every member runs a version that sends them
+        in order; a member that did not answer counts as one that does not."""
+
+        async def ask(member: _Member) -> None:
+            try:
+                status = await member.maintenance.Status(
+                    rpc.StatusRequest(), timeout=VERSION_TIMEOUT
+                )
+            except grpc.aio.AioRpcError:
+                return
+            member.version = status.version
+
+        await asyncio.gather(*(ask(member) for member in self._members if not member.version))
+        versions = [member.version for member in self._members]
+        self.progress_in_order = all(orders_progress(version) for version in versions)
+        self.progress_may_stall = any(stalls_progress(version) for version in versions)
+        if not self.progress_in_order:
+            log.info(
+                "etcd %s: progress notifications may come ahead of events; each is verified",
+                ", ".join(version or "(version unknown)" for version in versions),
+            )
 
     # -- calling a member --------------------------------------------------------------
 
@@ -366,7 +316,8 @@ class EtcdStore(MetadataStore):
         lease: int = 0,
     ) -> Any:
         """Send one request to the active member, moving on to the next member when the
-        active one fails and the request is safe to send again."""
+        active one fails (or does not answer within ATTEMPT_TIMEOUT) and the request is
+        safe to send again."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.options.timeout
         tried = 0
@@ -379,28 +330,30 @@ class EtcdStore(MetadataStore):
                 stub = getattr(member, service)
                 return await getattr(stub, method)(
                     request,
-                    timeout=min(_ATTEMPT_TIMEOUT, max(remaining, 0.01)),
+                    timeout=min(ATTEMPT_TIMEOUT, max(remaining, 0.01)),
                     metadata=self._metadata,
                 )
             except grpc.aio.AioRpcError as error:
                 if self._token_refused(error) and loop.time() < deadline:
                     continue  # a new token is taken on the next attempt
-                if not _transport(error):
-                    raise _convert(error, lease) from error
-                self._fail_over(index, error)
-                if not (idempotent or _not_applied(error)) or loop.time() >= deadline:
-                    raise _convert(error, lease) from error
+                if not is_transport(error):
+                    raise convert(error, lease) from error
+                self._fail_over(index, error.details() or error.code().name)
+                if not (idempotent or not_applied(error)) or loop.time() >= deadline:
+                    raise convert(error, lease) from error
                 tried += 1
                 if tried % len(self._members) == 0:  # every member failed: back off a little
                     await asyncio.sleep(min(0.05 * tried, 0.5, max(deadline - loop.time(), 0)))
 
-    def _fail_over(self, index: int, error: grpc.aio.AioRpcError) -> None:
+    def _fail_over(self, index: int, reason: str) -> None:
+        """Member `index` failed or did not answer in time: requests go to the next one
+        (unless another request moved on already)."""
         if self._active == index and len(self._members) > 1:
             self._active = (index + 1) % len(self._members)
             log.warning(
                 "etcd member %s failed (%s); moving to %s",
                 self._members[index].address,
-                error.details(),
+                reason,
                 self._members[self._active].address,
             )
 
@@ -415,7 +368,7 @@ class EtcdStore(MetadataStore):
             request = rpc.AuthenticateRequest(
                 name=self.options.user, password=self.options.password
             )
-            response = await member.auth.Authenticate(request, timeout=_ATTEMPT_TIMEOUT)
+            response = await member.auth.Authenticate(request, timeout=ATTEMPT_TIMEOUT)
             self._metadata = (("token", response.token),)
 
     def _token_refused(self, error: grpc.aio.AioRpcError) -> bool:
@@ -429,23 +382,36 @@ class EtcdStore(MetadataStore):
             return True
         return False
 
+    def _stream_metadata(self) -> tuple[tuple[str, str], ...]:
+        """A watch stream's metadata: the token, and etcd's "require leader" flag, so that a
+        member cut off from its cluster ends the stream rather than keep it silent."""
+        return (*(self._metadata or ()), ("hasleader", "true"))
+
     # -- reads -------------------------------------------------------------------------
 
     async def _get(self, key: str) -> Entry | None:
         response = await self.call(
-            "kv", "Range", rpc.RangeRequest(key=_bytes(key)), idempotent=True
+            "kv", "Range", rpc.RangeRequest(key=to_bytes(key)), idempotent=True
         )
-        return _entry(response.kvs[0]) if response.kvs else None
+        return entry_of(response.kvs[0]) if response.kvs else None
 
     async def _list(self, op: List, revision: int | None) -> Listing:
-        requests = [rpc.RequestOp(request_range=r) for r in _range_requests(op, revision or 0)]
+        ranges = _range_requests(op, revision or 0)
+        # etcd checks a revision only where something is read at it: an empty selection
+        # still reads a count (and drops it), so that a compacted or future revision raises
+        # as on every backend.
+        only_checks = not ranges and revision is not None
+        if only_checks:
+            start = b"/" if op.prefix == ROOT else to_bytes(op.prefix)
+            ranges = [rpc.RangeRequest(key=start, revision=revision, count_only=True)]
+        requests = [rpc.RequestOp(request_range=request) for request in ranges]
         try:
             response = await self.call(
                 "kv", "Txn", rpc.TxnRequest(success=requests), idempotent=True
             )
         except Compacted:
-            raise Compacted(await self._compact_revision()) from None
-        parts = [part.response_range for part in response.responses]
+            raise Compacted(await self._compaction()) from None
+        parts = [] if only_checks else [part.response_range for part in response.responses]
         return _listing(op, parts, revision or response.header.revision)
 
     async def _revision(self) -> int:
@@ -454,31 +420,55 @@ class EtcdStore(MetadataStore):
         revision: int = response.header.revision
         return revision
 
-    async def _compact_revision(self) -> int:
-        """etcd's error for a compacted read does not say the compact revision; a watch from
-        revision 1 is cancelled with it."""
-        member = self._members[self._active]
-        call = member.watch.Watch(metadata=self._metadata)
-        create = rpc.WatchCreateRequest(key=b"\0", start_revision=1)
+    async def _compaction(self) -> int:
+        """The revision of the last compaction: etcd's error for a compacted request does
+        not say it, but a watch from revision 1 is cancelled with it. Tried on each member
+        in turn, as any read; `Unavailable` when none says."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.options.timeout
+        while True:
+            index = self._active
+            created = asyncio.Event()
+            try:
+                async with asyncio.timeout(min(ATTEMPT_TIMEOUT, deadline - loop.time())):
+                    return await self._compaction_on(self._members[index], created)
+            except grpc.aio.AioRpcError as error:
+                if not is_transport(error):
+                    raise convert(error) from error
+                reason = error.details() or error.code().name
+            except TimeoutError:
+                if created.is_set():
+                    # Created and never cancelled: revision 1 is still there, so the only
+                    # compaction there was is the one at revision 1.
+                    return 1
+                reason = f"no answer within {ATTEMPT_TIMEOUT} s"
+            self._fail_over(index, reason)
+            if loop.time() >= deadline - 0.05:
+                raise Unavailable(f"etcd: history compacted, and no member said where ({reason})")
+
+    async def _compaction_on(self, member: _Member, created: asyncio.Event) -> int:
+        call = member.watch.Watch(metadata=self._stream_metadata())
         try:
-            async with asyncio.timeout(_ATTEMPT_TIMEOUT):
-                await call.write(rpc.WatchRequest(create_request=create))
-                while True:
-                    response = await call.read()
-                    if response is grpc.aio.EOF:
-                        return 0
-                    if response.canceled:
-                        revision: int = response.compact_revision
-                        return revision
-        except (grpc.aio.AioRpcError, TimeoutError):
-            return 0
+            create = rpc.WatchCreateRequest(key=b"\0", start_revision=1)
+            await call.write(rpc.WatchRequest(create_request=create))
+            while True:
+                response = await call.read()
+                if response is grpc.aio.EOF:
+                    raise Unavailable("etcd: the watch stream ended")
+                if response.compact_revision:
+                    revision: int = response.compact_revision
+                    return revision
+                if response.canceled:
+                    raise Unavailable(f"etcd: the watch was cancelled: {response.cancel_reason}")
+                if response.created:
+                    created.set()
         finally:
             call.cancel()
 
     # -- writes ------------------------------------------------------------------------
 
     async def _put(self, op: Put) -> int:
-        request = rpc.PutRequest(key=_bytes(op.key), value=op.value, lease=op.lease)
+        request = rpc.PutRequest(key=to_bytes(op.key), value=op.value, lease=op.lease)
         response = await self.call("kv", "Put", request, idempotent=False, lease=op.lease)
         revision: int = response.header.revision
         return revision
@@ -504,7 +494,12 @@ class EtcdStore(MetadataStore):
         )
 
     async def _compact(self, revision: int) -> None:
-        await self.call("kv", "Compact", rpc.CompactionRequest(revision=revision), idempotent=True)
+        try:
+            await self.call(
+                "kv", "Compact", rpc.CompactionRequest(revision=revision), idempotent=True
+            )
+        except Compacted:
+            raise Compacted(await self._compaction()) from None
 
     # -- leases ------------------------------------------------------------------------
 
@@ -516,39 +511,59 @@ class EtcdStore(MetadataStore):
             raise MetadataError(f"etcd: cannot grant a lease: {response.error}")
         return Lease(response.ID, response.TTL)
 
-    async def _refresh(self, lease: int) -> int:
+    async def _refresh(self, lease: int, timeout: float | None) -> int:
+        """Refresh within `timeout` (default: the store's). A member that fails, or does not
+        answer within REFRESH_SHARE of it, is failed over as a dead one and the rest of the
+        time goes to the next member: a hung member never costs a lease."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.options.timeout
+        budget = self.options.timeout if timeout is None else timeout
+        deadline = loop.time() + budget
+        per_member = min(ATTEMPT_TIMEOUT, budget * REFRESH_SHARE)
+        tried = 0
         while True:
             index = self._active
-            member = self._members[index]
-            call: Any = None
+            attempt = min(per_member, deadline - loop.time())
             try:
-                async with asyncio.timeout(min(_ATTEMPT_TIMEOUT, deadline - loop.time())):
-                    await self._ensure_token(member)
-                    call = member.lease.LeaseKeepAlive(metadata=self._metadata)
-                    await call.write(rpc.LeaseKeepAliveRequest(ID=lease))
-                    response = await call.read()
+                ttl = await self._refresh_on(self._members[index], lease, attempt)
             except grpc.aio.AioRpcError as error:
                 if self._token_refused(error) and loop.time() < deadline:
                     continue
-                if not _transport(error) or loop.time() >= deadline:
-                    raise _convert(error, lease) from error
-                self._fail_over(index, error)
-                continue
+                if not is_transport(error):
+                    raise convert(error, lease) from error
+                reason = error.details() or error.code().name
             except TimeoutError:
-                if loop.time() >= deadline:
-                    raise Unavailable(f"etcd: refreshing lease {lease} timed out") from None
-                continue
-            finally:
-                if call is not None:
-                    call.cancel()
-            if response is grpc.aio.EOF:
-                raise Unavailable(f"etcd: the keep-alive stream of lease {lease} ended")
-            if response.TTL <= 0:
-                raise LeaseNotFound(lease)
-            ttl: int = response.TTL
-            return ttl
+                reason = f"no answer to a lease refresh within {attempt:.2f} s"
+            else:
+                if ttl is not None:
+                    return ttl
+                reason = "the keep-alive stream ended"
+            self._fail_over(index, reason)
+            left = deadline - loop.time()
+            if left < 0.02:
+                raise Unavailable(f"etcd: lease {lease} not refreshed in {budget:.2f} s: {reason}")
+            tried += 1
+            if tried % len(self._members) == 0:  # every member failed: back off a little
+                await asyncio.sleep(min(0.05 * tried, 0.25, left / 2))
+
+    async def _refresh_on(self, member: _Member, lease: int, seconds: float) -> int | None:
+        """One keep-alive on `member` within `seconds`: the TTL granted, or None when the
+        stream ended without an answer."""
+        call: Any = None
+        try:
+            async with asyncio.timeout(seconds):
+                await self._ensure_token(member)
+                call = member.lease.LeaseKeepAlive(metadata=self._metadata)
+                await call.write(rpc.LeaseKeepAliveRequest(ID=lease))
+                response = await call.read()
+        finally:
+            if call is not None:
+                call.cancel()
+        if response is grpc.aio.EOF:
+            return None
+        if response.TTL <= 0:
+            raise LeaseNotFound(lease)
+        ttl: int = response.TTL
+        return ttl
 
     async def _revoke(self, lease: int) -> None:
         await self.call(
@@ -563,187 +578,3 @@ class EtcdStore(MetadataStore):
     async def _close(self) -> None:
         for member in self._members:
             await member.channel.close()
-
-
-class EtcdWatch(Watch):
-    """One etcd watch stream over the range of a prefix, filtered to its segment boundary.
-
-    A task of its own reads the stream into a small queue: a caller that stops waiting
-    (a timeout) must not cancel the gRPC read, which would end the whole stream.
-    """
-
-    def __init__(self, store: EtcdStore, prefix: str, start_revision: int | None) -> None:
-        super().__init__(prefix, start_revision)
-        self._store = store
-        self._call: Any = None
-        self._pump: asyncio.Task[None] | None = None
-        self._responses: asyncio.Queue[Any] = asyncio.Queue(maxsize=64)
-        self._ready: list[WatchBatch] = []
-        self._progress = False
-        self._closed = False
-        self._write_lock = asyncio.Lock()  # one write at a time on a gRPC stream
-        self._asking: asyncio.Task[None] | None = None
-        self._delivered = (start_revision or 1) - 1  # the last revision this stream passed
-        self._reopened = False
-
-    async def __anext__(self) -> WatchBatch:
-        while not self._ready:
-            if self._closed:
-                raise StopAsyncIteration
-            if self._call is None:
-                await self._open()
-            response = await self._responses.get()
-            if isinstance(response, MetadataError):
-                await self.aclose()
-                raise response
-            if response.compact_revision:
-                await self.aclose()
-                raise Compacted(response.compact_revision)
-            if response.canceled:
-                if "invalid auth token" in response.cancel_reason and not self._reopened:
-                    await self._reopen_with_a_new_token()
-                    continue
-                await self.aclose()
-                raise Unavailable(f"etcd: the watch was canceled: {response.cancel_reason}")
-            if response.events:
-                self._ready = group(
-                    self._event(event)
-                    for event in response.events
-                    if in_prefix(event.kv.key.decode("utf-8", "surrogateescape"), self.prefix)
-                )
-                self._delivered = max(self._delivered, response.events[-1].kv.mod_revision)
-            elif response.created:
-                if self.start_revision is None:  # "from now": now is the created revision
-                    self._delivered = max(self._delivered, response.header.revision)
-            else:
-                await self._progress_response(response.header.revision)
-        return self._ready.pop(0)
-
-    async def _progress_response(self, revision: int) -> None:
-        """Pass on a progress notification only if no event up to it can still be coming."""
-        if revision < self._delivered:
-            return  # older than what was delivered: stale
-        if revision > self._delivered and not (
-            self._store.progress_in_order or await self._nothing_pending(revision)
-        ):
-            return  # events may still be coming: the request is repeated
-        self._delivered = revision
-        self._progress = False
-        self._ready = [WatchBatch(revision, ())]
-
-    async def _nothing_pending(self, revision: int) -> bool:
-        """On an etcd that may send progress ahead of events: true if the watched range has
-        the same keys at `revision` as at the last revision this stream delivered, none of
-        them modified since. (A key created and deleted in between is invisible to this
-        check; the state it leaves is the same.)"""
-        start, end = _bytes(self.prefix), _bytes(prefix_end(self.prefix))
-
-        async def read(**fields: int | bool) -> Any:
-            request = rpc.RangeRequest(key=start, range_end=end, **fields)
-            return await self._store.call("kv", "Range", request, idempotent=True)
-
-        try:
-            # etcd's count ignores min_mod_revision: look for one modified key instead.
-            modified = await read(
-                revision=revision, min_mod_revision=self._delivered + 1, keys_only=True, limit=1
-            )
-            if modified.kvs:
-                return False
-            now = await read(revision=revision, count_only=True)
-            before = await read(revision=self._delivered, count_only=True)
-        except (Compacted, InvalidRequest, Unavailable):
-            return False
-        same: bool = now.count == before.count
-        return same
-
-    async def _reopen_with_a_new_token(self) -> None:
-        """The token was refused: log in again and resume after what was delivered."""
-        self._reopened = True
-        self._store._metadata = None
-        pump, self._pump = self._pump, None
-        await cancel_and_wait(pump)
-        if self._call is not None:
-            self._call.cancel()
-            self._call = None
-        self.start_revision = self._delivered + 1
-
-    @staticmethod
-    def _event(event: Any) -> WatchEvent:
-        if event.type == rpc.Event.EventType.DELETE:
-            key = event.kv.key.decode("utf-8", "surrogateescape")
-            return WatchEvent(EventType.DELETE, deleted_entry(key, event.kv.mod_revision))
-        return WatchEvent(EventType.PUT, _entry(event.kv))
-
-    async def _open(self) -> None:
-        start, end = _bytes(self.prefix), _bytes(prefix_end(self.prefix))
-        if self.prefix == ROOT:
-            start = b"/"
-        create = rpc.WatchCreateRequest(
-            key=start, range_end=end, start_revision=self.start_revision or 0
-        )
-        store = self._store
-        index = store._active
-        try:
-            await store._ensure_token(store._members[index])
-            self._call = store._members[index].watch.Watch(metadata=store._metadata)
-            async with self._write_lock:
-                await self._call.write(rpc.WatchRequest(create_request=create))
-        except grpc.aio.AioRpcError as error:
-            if _transport(error):
-                store._fail_over(index, error)
-            if store._token_refused(error):
-                error_text = "etcd: the token was refused; the next watch logs in again"
-                await self.aclose()
-                raise Unavailable(error_text) from error
-            await self.aclose()
-            raise _convert(error) from error
-        self._pump = asyncio.get_running_loop().create_task(self._read(self._call, index))
-        if self._progress:
-            self.request_progress()
-
-    async def _read(self, call: Any, index: int) -> None:
-        """Move the stream's responses into the queue; end with the error that ended it."""
-        try:
-            while True:
-                response = await call.read()
-                if response is grpc.aio.EOF:
-                    await self._responses.put(Unavailable("etcd: the watch stream ended"))
-                    return
-                await self._responses.put(response)
-        except grpc.aio.AioRpcError as error:
-            if _transport(error):
-                self._store._fail_over(index, error)
-            if self._store._token_refused(error):  # resumable: the next watch logs in again
-                await self._responses.put(Unavailable("etcd: the watch's token was refused"))
-                return
-            await self._responses.put(_convert(error))
-
-    def request_progress(self) -> None:
-        self._progress = True
-        if self._call is not None and (self._asking is None or self._asking.done()):
-            self._asking = asyncio.get_running_loop().create_task(self._ask_until_answered())
-
-    async def _ask_until_answered(self) -> None:
-        """Ask for progress until a progress batch is delivered: etcd drops a request made
-        while the watcher is still catching up (etcd issue 17507), and on old servers we
-        pass on only the answers we could verify."""
-        request = rpc.WatchRequest(progress_request=rpc.WatchProgressRequest())
-        while self._progress and not self._closed:
-            await self._write(request)
-            await asyncio.sleep(0.1)
-
-    async def _write(self, request: Any) -> None:
-        async with self._write_lock:
-            with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
-                if self._call is not None:
-                    await self._call.write(request)
-
-    async def aclose(self) -> None:
-        self._closed = True
-        pump, self._pump = self._pump, None
-        await cancel_and_wait(pump)
-        if self._call is not None:
-            self._call.cancel()
-            self._call = None
-        if self._asking is not None:
-            self._asking.cancel()
