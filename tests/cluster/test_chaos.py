@@ -17,10 +17,10 @@ SECONDS = 60.0
 
 @pytest.mark.slow
 @pytest.mark.timeout(420)
-@pytest.mark.parametrize("backend", ["sqlite", "etcd"])
-async def test_invariants_hold_under_chaos(backend: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "etcd"])
+async def test_invariants_hold_under_chaos(kind: str, tmp_path: Path) -> None:
     report = await run_chaos(
-        Settings(backend=backend, seconds=SECONDS, seed=20261125, folder=tmp_path)
+        Settings(backend=kind, seconds=SECONDS, seed=20261125, folder=tmp_path)
     )
     assert report.ok, report.table()
     # The run did what it claims: every kind of operation, faults of several kinds, and a

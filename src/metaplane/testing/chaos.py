@@ -13,7 +13,8 @@ driver keep theirs, and a checker replays them with the store's own history afte
   is at most the cursor it wrote;
 - no offset is published twice: a new owner starts after every offset stored or
   acknowledged before it loaded the topic, and storage objects never overlap;
-- no cursor exists without its subscription, at any revision.
+- no cursor exists without its subscription, at any revision;
+- no broker process exits on its own, whatever the faults (a store away included).
 
     python -m metaplane.testing.chaos --backend sqlite --seconds 600
 """
@@ -77,6 +78,11 @@ class Settings:
     folder: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="chaos-")))
     initial_topics: int = 12
     rate: float = 20.0
+    outage: str | None = None
+    """Instead of random faults, one outage of the store in the middle of the run:
+    "hang" (every etcd member paused; sqlite: another process holds the write lock) or
+    "down" (etcd: every member stopped, then started again)."""
+    outage_seconds: float = 30.0
 
 
 @dataclass
@@ -119,6 +125,7 @@ class Report:
 
 
 INVARIANTS = (
+    "no-broker-exits",
     "one-owner-at-quiescence",
     "fenced-writes-by-owners",
     "no-acked-cursor-lost",
@@ -204,6 +211,13 @@ class Chaos:
         driver = asyncio.create_task(self._drive(store, deadline))
         nemesis = asyncio.create_task(self._nemesis(cluster, deadline))
         await asyncio.gather(driver, nemesis)
+        for broker, node in sorted(cluster.nodes.items()):
+            self.report.checked["brokers-at-the-end"] += 1
+            if not node.running:  # the nemesis restarts what it kills: this one gave up
+                self.report.violation(
+                    "no-broker-exits",
+                    f"broker {broker} exited ({node.process.returncode}); see {node.log_path}",
+                )
         await self._quiesce_servers(cluster)
         await self._until_quiet(store, cluster)
         await one_owner_each(store, await _topics(store), self.report)
@@ -281,6 +295,12 @@ class Chaos:
     # -- the nemesis -----------------------------------------------------------------------
 
     async def _nemesis(self, cluster: LocalCluster, deadline: float) -> None:
+        if self.settings.outage is not None:
+            await asyncio.sleep(
+                max(deadline - time.monotonic() - self.settings.outage_seconds, 0) / 2
+            )
+            await self._outage(self.settings.outage, self.settings.outage_seconds)
+            return
         faults = [self._kill, self._pause, self._transient_error, self._latency]
         if self.etcd is not None:
             faults.append(self._pause_member)
@@ -353,6 +373,30 @@ class Chaos:
         self.etcd.resume(member)
         self.record("resume-member", member=member.name)
 
+    async def _outage(self, kind: str, seconds: float) -> None:
+        """The whole store away for `seconds`: hung, or down."""
+        self.report.faults[f"store-{kind}-{seconds:g}s"] += 1
+        self.record("outage", kind=kind, seconds=seconds)
+        if self.etcd is None:
+            if kind != "hang":
+                raise ValueError("a sqlite store can only hang (its lock held elsewhere)")
+            await hold_write_lock(self.folder / "store.db", seconds)
+        elif kind == "hang":
+            for member in self.etcd.members:
+                self.etcd.pause(member)
+            await asyncio.sleep(seconds)
+            for member in self.etcd.members:
+                self.etcd.resume(member)
+        else:
+            for member in self.etcd.members:
+                member.stop()
+            await asyncio.sleep(seconds)
+            for member in self.etcd.members:
+                member.start()
+            for member in self.etcd.members:
+                await asyncio.to_thread(member.wait_ready)
+        self.record("outage-end", kind=kind)
+
     # -- quiescence --------------------------------------------------------------------
 
     async def _quiesce_servers(self, cluster: LocalCluster) -> None:
@@ -381,6 +425,26 @@ class Chaos:
                 pass
             await asyncio.sleep(0.5)
         log.warning("the cluster did not settle within a minute")
+
+
+async def hold_write_lock(path: Path, seconds: float) -> None:
+    """Another process holds the SQLite file's write lock for `seconds` (as a writer stuck on
+    a full disk would): every write of every other process waits, then fails."""
+    script = (
+        "import sqlite3, sys, time\n"
+        "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "conn.execute('BEGIN IMMEDIATE')\n"
+        "print('locked', flush=True)\n"
+        "time.sleep(float(sys.argv[2]))\n"
+        "conn.execute('ROLLBACK')\n"
+    )
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, str(path), str(seconds), stdout=asyncio.subprocess.PIPE
+    )
+    assert holder.stdout is not None
+    if await holder.stdout.readline() != b"locked\n":
+        raise RuntimeError("the lock holder could not take the write lock")
+    await holder.wait()
 
 
 def _subscription(name: str) -> SubscriptionMetadata:
@@ -679,9 +743,17 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=int(time.time()))
     parser.add_argument("--folder", type=Path)
     parser.add_argument("--json", type=Path, help="write the report here too")
+    parser.add_argument("--outage", choices=("hang", "down"), help="one store outage instead")
+    parser.add_argument("--outage-seconds", type=float, default=30.0)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    settings = Settings(backend=args.backend, seconds=args.seconds, seed=args.seed)
+    settings = Settings(
+        backend=args.backend,
+        seconds=args.seconds,
+        seed=args.seed,
+        outage=args.outage,
+        outage_seconds=args.outage_seconds,
+    )
     if args.folder is not None:
         settings.folder = args.folder
     settings.folder.mkdir(parents=True, exist_ok=True)
