@@ -44,6 +44,7 @@ def main() -> None:
         session_ttl=args.session_ttl,
         load_report_interval=1.0,
         rate=args.rate,
+        endpoints=True,
     )
     journal: Journal = NO_JOURNAL
     if args.journal is not None:

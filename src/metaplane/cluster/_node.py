@@ -11,8 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from metaplane.cluster._broker import BrokerConfig, BrokerNode
+from metaplane.cluster._endpoints import AdminApp, Endpoint, MetricsApp
 from metaplane.cluster._journal import NO_JOURNAL, Journal
 from metaplane.cluster._load_manager import LoadManager, LoadManagerConfig
+from metaplane.cluster._metrics import BrokerMetrics, TimedStore
 from metaplane.cluster._simulation import SimulatedTopics
 from metaplane.coordination import LeaderElection
 from metaplane.layout import TopicName
@@ -58,6 +60,9 @@ class NodeSettings:
     load_manager: LoadManagerConfig = field(default_factory=LoadManagerConfig)
     rate: float = 20.0
     """Messages a second each topic publishes (with `workload`)."""
+    endpoints: bool = False
+    """Serve metrics at the registered `prom_exporter` and the admin endpoint at `admin_addr`
+    (a broker process does; nodes embedded in a test need not)."""
 
 
 class Node:
@@ -67,6 +72,10 @@ class Node:
         self, store: MetadataStore, settings: NodeSettings, journal: Journal = NO_JOURNAL
     ) -> None:
         self.settings = settings
+        self.metrics: BrokerMetrics | None = None
+        if settings.endpoints:
+            self.metrics = BrokerMetrics()
+            store = TimedStore(store, self.metrics.store_latency)
         host: SimulatedTopics | QuietTopics = QuietTopics()
         if settings.workload:
             host = SimulatedTopics(store, settings.broker_id, rate=settings.rate, journal=journal)
@@ -86,13 +95,29 @@ class Node:
             host.acknowledger = self.broker
         self.election = LeaderElection(self.broker.session, settings.broker_id)
         self.load_manager = LoadManager(self.election, settings.load_manager)
+        self.endpoints: list[Endpoint] = []
+        if self.metrics is not None:
+            self.metrics.watch(self)
+            addresses = self.broker.config.registration
+            self.endpoints = [
+                Endpoint("admin", addresses.admin_addr, AdminApp(self)),
+                Endpoint("metrics", str(addresses.prom_exporter), MetricsApp(self.metrics)),
+            ]
 
     async def start(self) -> None:
         await self.broker.start()
         await self.load_manager.start()
         await self.election.start()
+        if self.metrics is not None and self.broker._cache is not None:
+            self.metrics.start(self.broker.store, self.broker._cache)
+        for endpoint in self.endpoints:
+            await endpoint.start()
 
     async def stop(self) -> None:
+        for endpoint in self.endpoints:
+            await endpoint.stop()
+        if self.metrics is not None:
+            await self.metrics.stop()
         await self.load_manager.stop()
         await self.election.stop(resign=True)
         await self.host.stop()
