@@ -55,9 +55,11 @@ class ServerSettings:
 
 @get("/admin/v2/overview")
 async def overview(request: Request[Any, Any, Any]) -> dict[str, Any]:
-    """Every topic with its owner (live or not), subscriptions and backlogs."""
+    """Every topic with its owner (live or not), subscriptions and backlogs, and the last
+    analysis's summary (null without one): what the dashboard shows."""
     operations: Operations = request.app.state.operations
-    return await operations.overview()
+    document = await operations.overview()
+    return {**document, "analysis": read_summary(request.app.state.analysis)}
 
 
 @get("/admin/v2/analysis")
