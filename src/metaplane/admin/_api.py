@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from litestar import Request, Response, Router, delete, get, post, put
 from litestar.datastructures import State
-from litestar.di import Provide
-from litestar.params import Parameter
+from litestar.di import NamedDependency, Provide
+from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from msgspec import Meta
 
 from metaplane.admin._errors import MAX_PARTITIONS
@@ -35,6 +35,8 @@ U64 = Annotated[int, Meta(ge=0)]
 """An unsigned 64-bit id; the bound above is checked by the layout (OpenAPI's schema
 generation takes no bound beyond int64)."""
 Json = dict[str, Any]
+Ops = NamedDependency[Operations]
+"""The operations every endpoint calls (the same the CLI calls)."""
 
 
 class Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -120,18 +122,18 @@ def provide_operations(state: State) -> Operations:
 
 
 @get("/status")
-async def cluster_status(ops: Operations) -> Json:
+async def cluster_status(ops: Ops) -> Json:
     """Leader, epoch, brokers (state, load, liveness), unassigned topics, store health."""
     return await ops.status()
 
 
 @get("/brokers")
-async def list_brokers(ops: Operations) -> Json:
+async def list_brokers(ops: Ops) -> Json:
     return await ops.list_brokers()
 
 
 @get("/brokers/{broker_id:int}/state")
-async def broker_state(ops: Operations, broker_id: int) -> Response[Json]:
+async def broker_state(ops: Ops, broker_id: FromPath[int]) -> Response[Json]:
     """A broker's state; its version is the ETag."""
     document = await ops.broker_state(broker_id)
     return with_tag(document, version_tag(document["version"]))
@@ -139,7 +141,10 @@ async def broker_state(ops: Operations, broker_id: int) -> Response[Json]:
 
 @post("/brokers/{broker_id:int}/drain", status_code=200)
 async def drain_broker(
-    ops: Operations, request: Request[Any, Any, Any], broker_id: int, data: ReasonBody | None = None
+    ops: Ops,
+    request: Request[Any, Any, Any],
+    broker_id: FromPath[int],
+    data: JSONBody[ReasonBody | None] = None,
 ) -> Json:
     """Set the broker draining (If-Match: its state's version); the leader moves its topics."""
     expect = if_match_version(request, f"broker {broker_id}'s state")
@@ -148,7 +153,10 @@ async def drain_broker(
 
 @post("/brokers/{broker_id:int}/undrain", status_code=200)
 async def undrain_broker(
-    ops: Operations, request: Request[Any, Any, Any], broker_id: int, data: ReasonBody | None = None
+    ops: Ops,
+    request: Request[Any, Any, Any],
+    broker_id: FromPath[int],
+    data: JSONBody[ReasonBody | None] = None,
 ) -> Json:
     """Set a draining or drained broker active again."""
     expect = if_match_version(request, f"broker {broker_id}'s state")
@@ -159,13 +167,16 @@ async def undrain_broker(
 
 
 @get("/namespaces")
-async def list_namespaces(ops: Operations) -> list[Json]:
+async def list_namespaces(ops: Ops) -> list[Json]:
     return await ops.list_namespaces()
 
 
 @put("/namespaces/{namespace:str}", status_code=201)
 async def create_namespace(
-    ops: Operations, request: Request[Any, Any, Any], namespace: str, data: PolicyBody | None = None
+    ops: Ops,
+    request: Request[Any, Any, Any],
+    namespace: FromPath[str],
+    data: JSONBody[PolicyBody | None] = None,
 ) -> Response[Json]:
     """Create a namespace with a policy (If-None-Match: * is what a create expects)."""
     creation_expectation(request)
@@ -177,7 +188,7 @@ async def create_namespace(
 
 
 @get("/namespaces/{namespace:str}/policy")
-async def namespace_policy(ops: Operations, namespace: str) -> Response[Json]:
+async def namespace_policy(ops: Ops, namespace: FromPath[str]) -> Response[Json]:
     """The policy; its version is the ETag."""
     document = await ops.namespace_policy(namespace)
     return with_tag(document, version_tag(document["version"]))
@@ -185,7 +196,7 @@ async def namespace_policy(ops: Operations, namespace: str) -> Response[Json]:
 
 @put("/namespaces/{namespace:str}/policy", status_code=200)
 async def set_namespace_policy(
-    ops: Operations, request: Request[Any, Any, Any], namespace: str, data: PolicyBody
+    ops: Ops, request: Request[Any, Any, Any], namespace: FromPath[str], data: JSONBody[PolicyBody]
 ) -> Response[Json]:
     """Replace the policy (fields left out: their defaults), over If-Match's version or the
     version read."""
@@ -196,7 +207,7 @@ async def set_namespace_policy(
 
 @delete("/namespaces/{namespace:str}", status_code=200)
 async def delete_namespace(
-    ops: Operations, request: Request[Any, Any, Any], namespace: str
+    ops: Ops, request: Request[Any, Any, Any], namespace: FromPath[str]
 ) -> Json:
     """Delete an empty namespace (If-Match: its policy's version)."""
     expect = if_match_version(request, f"namespace {namespace}'s policy")
@@ -204,7 +215,7 @@ async def delete_namespace(
 
 
 @get("/namespaces/{namespace:str}/topics")
-async def namespace_topics(ops: Operations, namespace: str) -> list[Json]:
+async def namespace_topics(ops: Ops, namespace: FromPath[str]) -> list[Json]:
     return await ops.list_topics(namespace)
 
 
@@ -213,15 +224,17 @@ async def namespace_topics(ops: Operations, namespace: str) -> list[Json]:
 
 @get("/topics")
 async def list_topics(
-    ops: Operations,
-    namespace: Annotated[str | None, Parameter(query="namespace")] = None,
+    ops: Ops,
+    namespace: FromQuery[str | None] = None,
 ) -> list[Json]:
     """Every topic with its owner (and whether that broker is live) or why it waits."""
     return await ops.list_topics(namespace)
 
 
 @get("/topics/{namespace:str}/{topic:str}")
-async def describe_topic(ops: Operations, namespace: str, topic: str) -> Response[Json]:
+async def describe_topic(
+    ops: Ops, namespace: FromPath[str], topic: FromPath[str]
+) -> Response[Json]:
     """Owner, producers, subscriptions with cursors and backlog, storage, sealed state, bound
     schema. The ETag is the highest mod_revision among the topic's keys."""
     document = await ops.describe_topic(topic_of(namespace, topic))
@@ -230,11 +243,11 @@ async def describe_topic(ops: Operations, namespace: str, topic: str) -> Respons
 
 @put("/topics/{namespace:str}/{topic:str}", status_code=201)
 async def create_topic(
-    ops: Operations,
+    ops: Ops,
     request: Request[Any, Any, Any],
-    namespace: str,
-    topic: str,
-    data: TopicBody | None = None,
+    namespace: FromPath[str],
+    topic: FromPath[str],
+    data: JSONBody[TopicBody | None] = None,
 ) -> Json:
     creation_expectation(request)
     body = data or TopicBody()
@@ -244,11 +257,11 @@ async def create_topic(
 
 @delete("/topics/{namespace:str}/{topic:str}", status_code=200)
 async def delete_topic(
-    ops: Operations,
+    ops: Ops,
     request: Request[Any, Any, Any],
-    namespace: str,
-    topic: str,
-    force: bool = False,
+    namespace: FromPath[str],
+    topic: FromPath[str],
+    force: FromQuery[bool] = False,
 ) -> Json:
     """Delete a topic; refused (409) while it has subscriptions unless ?force=true. If-Match
     compares every key of the topic in the same transaction."""
@@ -258,7 +271,7 @@ async def delete_topic(
 
 @post("/topics/{namespace:str}/{topic:str}/unload", status_code=200)
 async def unload_topic(
-    ops: Operations, request: Request[Any, Any, Any], namespace: str, topic: str
+    ops: Ops, request: Request[Any, Any, Any], namespace: FromPath[str], topic: FromPath[str]
 ) -> Json:
     name = topic_of(namespace, topic)
     return await ops.move_topic(name, unload=True, if_match=if_match_tag(request))
@@ -266,11 +279,11 @@ async def unload_topic(
 
 @post("/topics/{namespace:str}/{topic:str}/move", status_code=200)
 async def move_topic(
-    ops: Operations,
+    ops: Ops,
     request: Request[Any, Any, Any],
-    namespace: str,
-    topic: str,
-    data: MoveBody | None = None,
+    namespace: FromPath[str],
+    topic: FromPath[str],
+    data: JSONBody[MoveBody | None] = None,
 ) -> Json:
     """Move the topic away from its owner (to `to_broker`, else where the ranking says)."""
     target = (data or MoveBody()).to_broker
@@ -284,13 +297,15 @@ SUBSCRIPTION = "/topics/{namespace:str}/{topic:str}/subscriptions/{subscription:
 
 
 @get("/topics/{namespace:str}/{topic:str}/subscriptions")
-async def list_subscriptions(ops: Operations, namespace: str, topic: str) -> list[Json]:
+async def list_subscriptions(
+    ops: Ops, namespace: FromPath[str], topic: FromPath[str]
+) -> list[Json]:
     return await ops.list_subscriptions(topic_of(namespace, topic))
 
 
 @get(SUBSCRIPTION)
 async def read_subscription(
-    ops: Operations, namespace: str, topic: str, subscription: str
+    ops: Ops, namespace: FromPath[str], topic: FromPath[str], subscription: FromPath[str]
 ) -> Response[Json]:
     """A subscription with its cursor; its version is the ETag."""
     document = await ops.subscription(topic_of(namespace, topic), subscription)
@@ -299,12 +314,12 @@ async def read_subscription(
 
 @put(SUBSCRIPTION, status_code=201)
 async def create_subscription(
-    ops: Operations,
+    ops: Ops,
     request: Request[Any, Any, Any],
-    namespace: str,
-    topic: str,
-    subscription: str,
-    data: SubscriptionBody | None = None,
+    namespace: FromPath[str],
+    topic: FromPath[str],
+    subscription: FromPath[str],
+    data: JSONBody[SubscriptionBody | None] = None,
 ) -> Response[Json]:
     creation_expectation(request)
     body = data or SubscriptionBody()
@@ -316,7 +331,11 @@ async def create_subscription(
 
 @delete(SUBSCRIPTION, status_code=200)
 async def delete_subscription(
-    ops: Operations, request: Request[Any, Any, Any], namespace: str, topic: str, subscription: str
+    ops: Ops,
+    request: Request[Any, Any, Any],
+    namespace: FromPath[str],
+    topic: FromPath[str],
+    subscription: FromPath[str],
 ) -> Json:
     expect = if_match_version(request, f"subscription {subscription}")
     return await ops.delete_subscription(topic_of(namespace, topic), subscription, expect)
@@ -324,12 +343,12 @@ async def delete_subscription(
 
 @post(SUBSCRIPTION + "/reset", status_code=200)
 async def reset_cursor(
-    ops: Operations,
+    ops: Ops,
     request: Request[Any, Any, Any],
-    namespace: str,
-    topic: str,
-    subscription: str,
-    data: ResetBody,
+    namespace: FromPath[str],
+    topic: FromPath[str],
+    subscription: FromPath[str],
+    data: JSONBody[ResetBody],
 ) -> Json:
     """Set the cursor (the last acknowledged offset) through the broker serving the topic,
     or guarded while none does."""
@@ -340,12 +359,12 @@ async def reset_cursor(
 
 @post(SUBSCRIPTION + "/skip", status_code=200)
 async def skip_messages(
-    ops: Operations,
+    ops: Ops,
     request: Request[Any, Any, Any],
-    namespace: str,
-    topic: str,
-    subscription: str,
-    data: SkipBody,
+    namespace: FromPath[str],
+    topic: FromPath[str],
+    subscription: FromPath[str],
+    data: JSONBody[SkipBody],
 ) -> Json:
     expect = if_match_version(request, f"subscription {subscription}")
     name = topic_of(namespace, topic)
@@ -356,23 +375,23 @@ async def skip_messages(
 
 
 @get("/schemas/subjects")
-async def list_subjects(ops: Operations) -> list[Json]:
+async def list_subjects(ops: Ops) -> list[Json]:
     return await ops.schemas.subjects()
 
 
 @get("/schemas/subjects/{subject:str}")
-async def read_subject(ops: Operations, subject: str) -> Response[Json]:
+async def read_subject(ops: Ops, subject: FromPath[str]) -> Response[Json]:
     document = await ops.schemas.subject(subject)
     return with_tag(document, version_tag(document["version"]))
 
 
 @get("/schemas/subjects/{subject:str}/versions")
-async def subject_versions(ops: Operations, subject: str) -> list[Json]:
+async def subject_versions(ops: Ops, subject: FromPath[str]) -> list[Json]:
     return await ops.schemas.versions(subject)
 
 
 @get("/schemas/subjects/{subject:str}/versions/{version:str}")
-async def subject_version(ops: Operations, subject: str, version: str) -> Json:
+async def subject_version(ops: Ops, subject: FromPath[str], version: FromPath[str]) -> Json:
     """A version by number, or `latest`."""
     if version != "latest" and not version.isdigit():
         raise InvalidRequest(f"version {version!r} is a number or latest")
@@ -380,7 +399,7 @@ async def subject_version(ops: Operations, subject: str, version: str) -> Json:
 
 
 @post("/schemas/subjects/{subject:str}/versions", status_code=200)
-async def register_schema(ops: Operations, subject: str, data: SchemaBody) -> Json:
+async def register_schema(ops: Ops, subject: FromPath[str], data: JSONBody[SchemaBody]) -> Json:
     """Register a schema: a new version, or the existing one if identical (`created`)."""
     return await ops.schemas.register(
         subject,
@@ -393,20 +412,22 @@ async def register_schema(ops: Operations, subject: str, data: SchemaBody) -> Js
 
 
 @post("/schemas/subjects/{subject:str}/check", status_code=200)
-async def check_schema(ops: Operations, subject: str, data: CheckBody) -> Json:
+async def check_schema(ops: Ops, subject: FromPath[str], data: JSONBody[CheckBody]) -> Json:
     return await ops.schemas.check(
         subject, data.schema_type, data.schema, mode=data.mode, message_name=data.message_name
     )
 
 
 @delete("/schemas/subjects/{subject:str}", status_code=200)
-async def delete_subject(ops: Operations, subject: str, version: int | None = None) -> Json:
+async def delete_subject(
+    ops: Ops, subject: FromPath[str], version: FromQuery[int | None] = None
+) -> Json:
     """Delete a version (?version=N), or the subject with every version and its id."""
     return await ops.schemas.delete(subject, version)
 
 
 @get("/schemas/subjects/{subject:str}/compatibility")
-async def subject_mode(ops: Operations, subject: str) -> Response[Json]:
+async def subject_mode(ops: Ops, subject: FromPath[str]) -> Response[Json]:
     """The subject's compatibility mode; the version of its metadata is the ETag."""
     document = await ops.schemas.compatibility(subject)
     return with_tag(document, version_tag(document["version"]))
@@ -414,36 +435,38 @@ async def subject_mode(ops: Operations, subject: str) -> Response[Json]:
 
 @put("/schemas/subjects/{subject:str}/compatibility", status_code=200)
 async def set_subject_mode(
-    ops: Operations, request: Request[Any, Any, Any], subject: str, data: ModeBody
+    ops: Ops, request: Request[Any, Any, Any], subject: FromPath[str], data: JSONBody[ModeBody]
 ) -> Json:
     expect = if_match_version(request, f"subject {subject}")
     return await ops.schemas.set_compatibility(subject, data.mode, expect)
 
 
 @get("/schemas/compatibility")
-async def default_mode(ops: Operations) -> Json:
+async def default_mode(ops: Ops) -> Json:
     return await ops.schemas.compatibility(None)
 
 
 @put("/schemas/compatibility", status_code=200)
-async def set_default_mode(ops: Operations, data: ModeBody) -> Json:
+async def set_default_mode(ops: Ops, data: JSONBody[ModeBody]) -> Json:
     return await ops.schemas.set_compatibility(None, data.mode)
 
 
 @get("/schemas/ids/{schema_id:int}")
-async def schema_by_id(ops: Operations, schema_id: int) -> Json:
+async def schema_by_id(ops: Ops, schema_id: FromPath[int]) -> Json:
     return await ops.schemas.by_id(schema_id)
 
 
 @put("/topics/{namespace:str}/{topic:str}/schema", status_code=200)
-async def bind_schema(ops: Operations, namespace: str, topic: str, data: BindBody) -> Json:
+async def bind_schema(
+    ops: Ops, namespace: FromPath[str], topic: FromPath[str], data: JSONBody[BindBody]
+) -> Json:
     """Bind the topic to a subject; a topic bound to another subject is refused (409)
     unless `replace` is true."""
     return await ops.schemas.bind(topic_of(namespace, topic), data.subject, replace=data.replace)
 
 
 @delete("/topics/{namespace:str}/{topic:str}/schema", status_code=200)
-async def unbind_schema(ops: Operations, namespace: str, topic: str) -> Json:
+async def unbind_schema(ops: Ops, namespace: FromPath[str], topic: FromPath[str]) -> Json:
     return await ops.schemas.unbind(topic_of(namespace, topic))
 
 
@@ -452,12 +475,12 @@ async def unbind_schema(ops: Operations, namespace: str, topic: str) -> Json:
 
 @get("/keys")
 async def read_keys(
-    ops: Operations,
-    prefix: Annotated[str, Parameter(max_length=MAX_KEY_BYTES)] = "/",
-    keys_only: bool = False,
-    limit: Annotated[int, Parameter(ge=1, le=10_000)] = 1000,
-    start_after: Annotated[str | None, Parameter(max_length=MAX_KEY_BYTES)] = None,
-    revision: Annotated[int | None, Parameter(ge=1)] = None,
+    ops: Ops,
+    prefix: Annotated[str, QueryParameter(max_length=MAX_KEY_BYTES)] = "/",
+    keys_only: FromQuery[bool] = False,
+    limit: Annotated[int, QueryParameter(ge=1, le=10_000)] = 1000,
+    start_after: Annotated[str | None, QueryParameter(max_length=MAX_KEY_BYTES)] = None,
+    revision: Annotated[int | None, QueryParameter(ge=1)] = None,
 ) -> Json:
     """The keys under a prefix (a page of them, at one revision: page on with
     `start_after` = the last key and `revision` = the page's)."""
@@ -468,7 +491,7 @@ async def read_keys(
 
 @get("/key")
 async def read_key(
-    ops: Operations, key: Annotated[str, Parameter(max_length=MAX_KEY_BYTES)]
+    ops: Ops, key: Annotated[str, QueryParameter(max_length=MAX_KEY_BYTES)]
 ) -> Response[Json]:
     """One key's entry; its version is the ETag."""
     document = await ops.get_key(key)

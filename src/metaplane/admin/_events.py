@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from litestar import Request, get
-from litestar.params import Parameter
+from litestar.params import QueryParameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from metaplane.admin._operations import entry_document
@@ -95,8 +95,8 @@ async def with_heartbeats(
 @get("/events")
 async def events(
     request: Request[Any, Any, Any],
-    prefix: Annotated[str, Parameter(max_length=MAX_KEY_BYTES)] = "/",
-    from_revision: Annotated[int | None, Parameter(ge=1)] = None,
+    prefix: Annotated[str, QueryParameter(max_length=MAX_KEY_BYTES)] = "/",
+    from_revision: Annotated[int | None, QueryParameter(ge=1)] = None,
 ) -> ServerSentEvent:
     """Server-sent events: each change under `prefix` (PUT with the entry, DELETE with the
     key), resumable from a revision (`from_revision`, or the `Last-Event-ID` header)."""
