@@ -85,7 +85,7 @@ async def test_a_new_write_is_decoded_once_more(
     recording.calls.clear()
     updated = await namespaces.policy("default")
     assert (updated.value, updated.version) == (strict, 2)
-    assert await namespaces.policy("default") is not updated
+    assert await namespaces.policy("default") is updated  # the typed form is kept whole
     assert (await namespaces.policy("default")).value is updated.value
     assert recording.calls == []
     assert decoder.keys.count(layout.namespace_policy("default")) == 2

@@ -1,7 +1,7 @@
 """The LocalCache: a broker's read path, served from memory and kept current by a watch,
 with read-your-writes through `wait_for(revision)`."""
 
-from metaplane.cache._cache import CacheState, Decoder, LocalCache
+from metaplane.cache._cache import NOT_COVERED, CacheState, Decoder, LocalCache, NotCovered
 from metaplane.cache._listeners import (
     CacheClosed,
     CacheLagged,
@@ -12,6 +12,7 @@ from metaplane.cache._listeners import (
 )
 
 __all__ = [
+    "NOT_COVERED",
     "CacheClosed",
     "CacheLagged",
     "CacheState",
@@ -20,5 +21,6 @@ __all__ = [
     "Listener",
     "ListenerTask",
     "LocalCache",
+    "NotCovered",
     "Subscription",
 ]

@@ -11,7 +11,7 @@ import logging
 import random
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Self
+from typing import Self, TypeVar
 
 from sortedcontainers import SortedList
 
@@ -45,6 +45,17 @@ Decoder = Callable[[str, bytes], object]
 
 PAGE = 5000
 """Keys read per request while loading: a huge prefix never comes as one response."""
+
+T = TypeVar("T")
+
+
+class NotCovered(enum.Enum):
+    """The answer for a key outside the cache's prefixes."""
+
+    NOT_COVERED = "not covered"
+
+
+NOT_COVERED = NotCovered.NOT_COVERED
 
 DEFAULT_WAIT = 30.0
 """How long `wait_for` waits for a revision unless told otherwise."""
@@ -91,6 +102,7 @@ class LocalCache:
         self._entries: dict[str, Entry] = {}
         self._keys: SortedList = SortedList()
         self._decoded: dict[str, object] = {}
+        self._made: dict[str, object] = {}
         self._applied = 0
         self._state = CacheState.STARTING
         self._advanced = asyncio.Condition()
@@ -201,6 +213,22 @@ class LocalCache:
         value = self._decoder(key, entry.value)
         self._decoded[key] = value
         return value
+
+    def made(self, key: str, make: Callable[[Entry, object], T]) -> T | NotCovered | None:
+        """`make(entry, typed value)` of `key`, made once per version of the entry and kept
+        until the key changes — the layer above keeps its own typed form of an entry here
+        and reads it back in one look-up. None when the key does not exist; `NOT_COVERED`
+        when it is outside the cache's prefixes (read it from the store)."""
+        try:
+            return self._made[key]  # type: ignore[return-value]
+        except KeyError:
+            pass
+        entry = self._entries.get(key)
+        if entry is None:
+            return None if self.covers(key) else NOT_COVERED
+        made = make(entry, self.value(key))
+        self._made[key] = made
+        return made
 
     def list(self, prefix: str) -> builtins.list[Entry]:
         """The key `prefix` and every key under it, in key order."""
@@ -380,11 +408,13 @@ class LocalCache:
             self._keys.add(entry.key)
         self._entries[entry.key] = entry
         self._decoded.pop(entry.key, None)
+        self._made.pop(entry.key, None)
 
     def _remove(self, key: str) -> None:
         del self._entries[key]
         self._keys.remove(key)
         self._decoded.pop(key, None)
+        self._made.pop(key, None)
 
 
 class _Backoff:

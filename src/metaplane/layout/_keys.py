@@ -6,8 +6,39 @@ so it can never drift from the keys it covers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import ParamSpec
+
 from metaplane.layout._names import TopicName
 from metaplane.layout._table import KeyKind, render, render_prefix
+
+P = ParamSpec("P")
+
+_REMEMBERED = 1 << 17
+"""Keys each builder remembers: the hot paths (a cursor, a seal) build the same keys again
+and again, and checking and rendering them costs far more than a look-up."""
+
+
+def _remembered(build: Callable[P, str]) -> Callable[P, str]:
+    """`build`, with the keys it made kept by its arguments (a topic, and names: never a
+    number, whose bool look-alikes a look-up could not tell apart)."""
+    made: dict[object, str] = {}
+
+    def remembered(*args: P.args, **kwargs: P.kwargs) -> str:
+        try:
+            return made[args[0] if len(args) == 1 else args]
+        except (KeyError, TypeError, IndexError):  # new, unhashable, or given by keyword
+            pass
+        key = build(*args, **kwargs)
+        if args and not kwargs:
+            if len(made) >= _REMEMBERED:
+                made.clear()
+            made[args[0] if len(args) == 1 else args] = key
+        return key
+
+    remembered.__doc__ = build.__doc__
+    remembered.__name__ = build.__name__
+    return remembered
 
 
 def _topic(topic: TopicName) -> dict[str, object]:
@@ -39,6 +70,7 @@ def assignment(broker_id: int, topic: TopicName) -> str:
     return render(KeyKind.ASSIGNMENT, broker_id=broker_id, **_topic(topic))
 
 
+@_remembered
 def unassigned(topic: TopicName) -> str:
     """`/cluster/unassigned/{ns}/{topic}`: the topic waits for the leader to assign it."""
     return render(KeyKind.UNASSIGNED, **_topic(topic))
@@ -110,6 +142,7 @@ def namespace_policy(namespace: str) -> str:
     return render(KeyKind.NAMESPACE_POLICY, namespace=namespace)
 
 
+@_remembered
 def namespace_topic(topic: TopicName) -> str:
     """`/namespaces/{ns}/topics/{ns}/{topic}`: the topic is listed in its namespace."""
     return render(KeyKind.NAMESPACE_TOPIC, **_topic(topic))
@@ -133,11 +166,13 @@ def namespace_topics_prefix(namespace: str) -> str:
 # Topics -------------------------------------------------------------------------------------
 
 
+@_remembered
 def topic_root(topic: TopicName) -> str:
     """`/topics/{ns}/{topic}`: the topic's partition count, and the prefix of all its keys."""
     return render(KeyKind.TOPIC_ROOT, **_topic(topic))
 
 
+@_remembered
 def topic_delivery(topic: TopicName) -> str:
     """`/topics/{ns}/{topic}/delivery`: "Reliable" or "NonReliable"."""
     return render(KeyKind.TOPIC_DELIVERY, **_topic(topic))
@@ -148,16 +183,19 @@ def producer(topic: TopicName, producer_id: int) -> str:
     return render(KeyKind.PRODUCER, producer_id=producer_id, **_topic(topic))
 
 
+@_remembered
 def subscription(topic: TopicName, subscription: str) -> str:
     """`/topics/{ns}/{topic}/subscriptions/{sub}`."""
     return render(KeyKind.SUBSCRIPTION, subscription=subscription, **_topic(topic))
 
 
+@_remembered
 def cursor(topic: TopicName, subscription: str) -> str:
     """`/topics/{ns}/{topic}/subscriptions/{sub}/cursor`: the last acknowledged offset."""
     return render(KeyKind.CURSOR, subscription=subscription, **_topic(topic))
 
 
+@_remembered
 def topic_schema_subject(topic: TopicName) -> str:
     """`/topics/{ns}/{topic}/schema_subject`: the schema subject the topic is bound to
     (Danube's key, not in seed 001)."""
@@ -171,11 +209,13 @@ def topics_prefix(namespace: str | None = None) -> str:
     return render_prefix(KeyKind.TOPIC_ROOT, 1, namespace=namespace)
 
 
+@_remembered
 def producers_prefix(topic: TopicName) -> str:
     """`/topics/{ns}/{topic}/producers`: the topic's producers."""
     return render_prefix(KeyKind.PRODUCER, 1, **_topic(topic))
 
 
+@_remembered
 def subscriptions_prefix(topic: TopicName) -> str:
     """`/topics/{ns}/{topic}/subscriptions`: the topic's subscriptions and their cursors."""
     return render_prefix(KeyKind.SUBSCRIPTION, 1, **_topic(topic))
@@ -237,11 +277,13 @@ def storage_object(topic: TopicName, start_offset: int) -> str:
     return render(KeyKind.STORAGE_OBJECT, offset=start_offset, **_topic(topic))
 
 
+@_remembered
 def storage_cur(topic: TopicName) -> str:
     """`…/objects/cur`: the start of the topic's current object."""
     return render(KeyKind.STORAGE_CUR, **_topic(topic))
 
 
+@_remembered
 def storage_state(topic: TopicName) -> str:
     """`/danube-data/storage/topics/{ns}/{topic}/state`: the sealed state of a topic move."""
     return render(KeyKind.STORAGE_STATE, **_topic(topic))
@@ -252,11 +294,13 @@ def storage_prefix() -> str:
     return render_prefix(KeyKind.STORAGE_STATE, 3)
 
 
+@_remembered
 def storage_topic_prefix(topic: TopicName) -> str:
     """`/danube-data/storage/topics/{ns}/{topic}`: the topic's objects, cursor and state."""
     return render_prefix(KeyKind.STORAGE_STATE, 1, **_topic(topic))
 
 
+@_remembered
 def storage_objects_prefix(topic: TopicName) -> str:
     """`…/objects`: the topic's object descriptors and its `cur` pointer."""
     return render_prefix(KeyKind.STORAGE_OBJECT, 1, **_topic(topic))

@@ -23,6 +23,10 @@ _CANONICAL_DECIMAL = re.compile(r"0|[1-9][0-9]*")
 _PADDED_OFFSET = re.compile(rf"[0-9]{{{OFFSET_DIGITS}}}")
 
 
+_KNOWN_NAMES = 1 << 16
+"""Valid names each rule remembers, so that a key built again is not checked again."""
+
+
 @dataclass(frozen=True)
 class NameRule:
     """The rule for one kind of name: its characters (a regex class body) and reserved words."""
@@ -30,17 +34,28 @@ class NameRule:
     what: str
     chars: str
     reserved: Mapping[str, str] = field(default_factory=dict)
+    _pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _known: dict[str, None] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_pattern", re.compile(f"[{self.chars}]+"))
+        object.__setattr__(self, "_known", {})
 
     def check(self, name: object) -> str:
         """Return `name` if it is a valid name of this kind, else raise `InvalidName`."""
+        if type(name) is str and name in self._known:
+            return name
         if type(name) is not str:
             raise InvalidName(self.what, name, f"a name is a str, not {type(name).__name__}")
         if not 1 <= len(name) <= MAX_NAME_LENGTH:
             raise InvalidName(self.what, name, f"length {len(name)} is not 1 to {MAX_NAME_LENGTH}")
-        if re.fullmatch(f"[{self.chars}]+", name) is None:
+        if self._pattern.fullmatch(name) is None:
             raise InvalidName(self.what, name, f"only ASCII [{self.chars}] are allowed")
         if name in self.reserved:
             raise ReservedName(self.what, name, f"reserved: {self.reserved[name]}")
+        if len(self._known) >= _KNOWN_NAMES:
+            self._known.clear()
+        self._known[name] = None
         return name
 
 
@@ -164,10 +179,16 @@ class TopicName:
 
     namespace: str
     topic: str
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_namespace(self.namespace)
         check_topic(self.topic)
+        # Topics key many dicts on hot paths: the hash is made once.
+        object.__setattr__(self, "_hash", hash((self.namespace, self.topic)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @classmethod
     def parse(cls, path: str) -> TopicName:

@@ -162,8 +162,13 @@ class Template:
 
     def render(self, values: Mapping[str, object], drop: int = 0) -> str:
         """The key for `values`; with `drop`, the prefix without its last `drop` segments."""
-        shown = self.segments[: len(self.segments) - drop]
-        return "/" + "/".join(_render(segment, values) for segment in shown)
+        shown = self.segments[: len(self.segments) - drop] if drop else self.segments
+        return "/" + "/".join(
+            [
+                segment if isinstance(segment, str) else segment.render(values[segment.name])
+                for segment in shown
+            ]
+        )
 
     def fits(self, parts: Sequence[str]) -> bool:
         """True if `parts` has this template's length and literal segments."""

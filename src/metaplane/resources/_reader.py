@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeAlias, TypeVar
 
-from metaplane.cache import CacheState, LocalCache
+from metaplane.cache import NOT_COVERED, CacheState, LocalCache
 from metaplane.layout import parse
 from metaplane.resources._change import RetryPolicy, Writer
 from metaplane.resources._errors import MalformedValue
@@ -78,10 +78,7 @@ class View:
         """`entry` with its typed value, decoded once by the cache if it came from there."""
         value = self._decoded(entry)
         if not isinstance(value, as_type):
-            kind = parse(entry.key).kind
-            raise MalformedValue(
-                str(kind), f"{entry.key} holds a {type(value).__name__}, not {as_type.__name__}"
-            )
+            raise _malformed(entry.key, value, as_type)
         return Versioned(value, entry.version, entry.mod_revision, entry.create_revision, entry.key)
 
     def _decoded(self, entry: Entry) -> object:
@@ -90,6 +87,17 @@ class View:
         if self._cache is not None and self._cache.get(entry.key) is entry:
             return self._cache.value(entry.key)
         return decode_value(entry.key, entry.value)
+
+
+def _versioned(entry: Entry, value: object) -> Versioned[object]:
+    return Versioned(value, entry.version, entry.mod_revision, entry.create_revision, entry.key)
+
+
+def _malformed(key: str, value: object, as_type: type[object]) -> MalformedValue:
+    kind = parse(key).kind
+    return MalformedValue(
+        str(kind), f"{key} holds a {type(value).__name__}, not {as_type.__name__}"
+    )
 
 
 class Reader:
@@ -113,7 +121,17 @@ class Reader:
         return await self._from_store(reads)
 
     async def get(self, key: str, as_type: type[T]) -> Versioned[T] | None:
-        """The typed value of `key`, or None if it does not exist."""
+        """The typed value of `key`, or None if it does not exist. From the cache, the
+        typed value and its entry come in one look-up (made once per version of the key)."""
+        cache = self.cache
+        if cache is not None and cache.state in _SERVING:
+            found = cache.made(key, _versioned)
+            if found is not NOT_COVERED:
+                if found is None:
+                    return None
+                if not isinstance(found.value, as_type):
+                    raise _malformed(found.key, found.value, as_type)
+                return found  # type: ignore[return-value]
         return (await self.read(Get(key))).get(key, as_type)
 
     async def list(self, prefix: str, as_type: type[T]) -> builtins.list[Versioned[T]]:

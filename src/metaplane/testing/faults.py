@@ -18,6 +18,7 @@ whenever the file changes; each fault with a new `id` applies afresh. See `Contr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -139,6 +140,7 @@ class FaultyStore(MetadataStore):
         self.faults: list[Fault] = []
         self._watch_breaks: list[int] = []
         self._control = ControlFile(Path(control)) if control is not None else None
+        self._added = asyncio.Event()
         self.injected: list[tuple[float, str, str, str]] = []
         """(time, operation, kind, key) of every fault that struck, for a test to report."""
 
@@ -148,6 +150,8 @@ class FaultyStore(MetadataStore):
         if fault.operation not in (*OPERATIONS, "*"):
             raise ValueError(f"unknown operation {fault.operation!r}; one of {OPERATIONS}")
         self.faults.append(fault)
+        added, self._added = self._added, asyncio.Event()
+        added.set()  # watches waiting for their next batch look at the faults again
         return fault
 
     def fail(
@@ -305,20 +309,32 @@ class _FaultyWatch(Watch):
         self._store = store
         self._inner = inner
         self._left = breaks_after
+        self._next: asyncio.Task[WatchBatch] | None = None
 
     async def __anext__(self) -> WatchBatch:
-        """The next batch. An error fault breaks the stream at once; latency and hangs
-        strike when asked for the batch and hold it back once it has arrived (the watch
-        lags behind the store)."""
-        faults = self._store._matching("watch", [self.prefix])
-        for fault in faults:
-            if fault.kind == "error":
-                await self._inner.aclose()
-                raise fault.make_error()
-        if self._left == 0:
-            await self._inner.aclose()
-            raise Unavailable("injected: the watch stream broke")
-        batch = await anext(self._inner)
+        """The next batch. An error fault breaks the stream at once — also one added while
+        the watch waits, as a broken connection would; latency and hangs strike when asked
+        for the batch and hold it back once it has arrived (the watch lags)."""
+        while True:
+            faults = self._store._matching("watch", [self.prefix])
+            for fault in faults:
+                if fault.kind == "error":
+                    await self.aclose()
+                    raise fault.make_error()
+            if self._left == 0:
+                await self.aclose()
+                raise Unavailable("injected: the watch stream broke")
+            if self._next is None:
+                self._next = asyncio.ensure_future(anext(self._inner))
+            added = asyncio.ensure_future(self._store._added.wait())
+            try:
+                await asyncio.wait({self._next, added}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                added.cancel()
+            if self._next.done():
+                break
+        arrived, self._next = self._next, None
+        batch = arrived.result()
         for fault in faults:
             if fault.kind == "latency":
                 await asyncio.sleep(fault.seconds)
@@ -332,6 +348,11 @@ class _FaultyWatch(Watch):
         self._inner.request_progress()
 
     async def aclose(self) -> None:
+        waiting, self._next = self._next, None
+        if waiting is not None:
+            waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await waiting
         await self._inner.aclose()
 
 
