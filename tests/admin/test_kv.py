@@ -100,9 +100,7 @@ def test_del_a_prefix_after_confirmation(cli: Cli) -> None:
     assert cli("kv", "ls", "/app").stdout == "/app/ab\n"  # a prefix stops at a segment
     assert cli.json("kv", "del", "/app", "--prefix", "-y")["deleted"] == 1
     assert cli.error("kv", "del", "/app", "--prefix", "-y") == "error: no key under /app"
-    assert "does not apply" in cli.error(
-        "kv", "del", "/app", "--prefix", "--expect", "1", code=2
-    )
+    assert "does not apply" in cli.error("kv", "del", "/app", "--prefix", "--expect", "1", code=2)
 
 
 def test_ls_pages_through_a_prefix_at_one_revision(

@@ -53,9 +53,7 @@ def test_create_refusals(cli: Cli) -> None:
         "error: namespace 'nowhere' does not exist"
     )
     assert "a topic path is '/namespace/topic'" in cli.error("topics", "create", "/a/b/c", code=2)
-    assert "invalid topic name 'no way'" in cli.error(
-        "topics", "create", "/default/no way", code=2
-    )
+    assert "invalid topic name 'no way'" in cli.error("topics", "create", "/default/no way", code=2)
     # The leading slash is part of a topic's path: "default/t2" is no topic.
     assert "a topic is written /namespace/topic" in cli.error(
         "topics", "create", "default/t2", code=2
@@ -152,6 +150,4 @@ def test_describe_an_unknown_topic(cli: Cli) -> None:
     assert cli.error("topics", "describe", "/default/nope") == (
         "error: topic /default/nope does not exist"
     )
-    assert "a topic is written /namespace/topic" in cli.error(
-        "topics", "describe", "nope", code=2
-    )
+    assert "a topic is written /namespace/topic" in cli.error("topics", "describe", "nope", code=2)
