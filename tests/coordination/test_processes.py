@@ -125,8 +125,8 @@ async def test_a_paused_leader_is_fenced_and_steps_down(nodes: Nodes, store_url:
         # Let the new leader write before the old one wakes.
         await nodes.until(lambda s: s.node == successor.node and s.words[0] == "wrote")
     finally:
+        woken = time.monotonic()  # before SIGCONT: all the node says after counts
         paused.send_signal(signal.SIGCONT)
-    woken = time.monotonic()
     # (Before the pause, a refresh held up on this busy machine may have suspended the
     # session for a moment — a suspended leader is fenced too: only what follows the wake
     # counts here.)
