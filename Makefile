@@ -45,6 +45,7 @@ bench: $(STAMP) system-deps
 	$(PY) benchmarks/cache_bench.py
 	$(PY) benchmarks/schema_bench.py
 	$(PY) benchmarks/cluster_bench.py
+	$(PY) benchmarks/failover_bench.py
 	$(PY) benchmarks/pipeline_bench.py
 
 $(STAMP): pyproject.toml
