@@ -17,7 +17,7 @@ import pytest
 from metaplane import layout
 from metaplane.store import MetadataStore, Unavailable, connect_store
 from metaplane.testing import EtcdMember
-from metaplane.testing.chaos import Settings, run_chaos
+from metaplane.testing.chaos import Settings, hold_write_lock, run_chaos
 
 OUTAGE = 30.0
 
@@ -100,3 +100,37 @@ async def test_standalone_rides_out_a_hung_etcd(tmp_path: Path) -> None:
                     out, err = await process.communicate()
         assert process.returncode == 0, err.decode()[-2000:]
         assert "cluster stopped" in out.decode()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+async def test_the_demo_rides_out_its_store_locked_for_30_s(tmp_path: Path) -> None:
+    """`metaplane demo` (without its Spark step) while another process holds its SQLite
+    store's write lock for 30 s in the middle of the story: it tells the rest of the story
+    and exits 0."""
+    database = tmp_path / "demo.db"
+    demo = await asyncio.create_subprocess_exec(
+        *METAPLANE,
+        "demo",
+        "--no-analyze",
+        "--store",
+        f"sqlite://{database}",
+        "--folder",
+        str(tmp_path),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    assert demo.stdout is not None
+    told: list[str] = []
+    locked: asyncio.Task[None] | None = None
+    async with asyncio.timeout(240):
+        async for line in demo.stdout:
+            told.append(line.decode())
+            if locked is None and "3. traffic" in told[-1]:
+                locked = asyncio.create_task(hold_write_lock(database, OUTAGE))
+        code = await demo.wait()
+    assert locked is not None and locked.done() and locked.exception() is None
+    story = "".join(told)
+    assert code == 0, story[-3000:]
+    assert "no offset used twice" in story and "8. stop" in story
