@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from metaplane import layout
 from metaplane._tasks import cancel_and_wait
 from metaplane.cache import CacheLagged, CacheTimeout, LocalCache, Subscription
-from metaplane.cluster._moves import BROKER_LOST, UNLOAD
+from metaplane.cluster._moves import BROKER_LOST, UNLOAD, Target, move_change
 from metaplane.cluster._rankings import BrokerLoad, Ranking, choose_targets
 from metaplane.cluster._rebalance import RebalanceConfig, Rebalancer
 from metaplane.cluster._view import ClusterView, read_view
@@ -86,38 +86,46 @@ class LoadManager:
         """The revision of the cluster the last cycle read."""
         self._rebalanced = asyncio.Event()
         self._cycled = asyncio.Event()
-        self._cache = LocalCache(self.store, [layout.cluster_prefix()], decoder=decode_value)
+        self._cache = self._new_cache()
         self._task: asyncio.Task[None] | None = None
         self._last_rebalance = 0.0
         self._waiting_since: dict[TopicName, float] = {}
 
     async def start(self) -> None:
-        await self._cache.start()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="load manager")
 
     async def stop(self) -> None:
         await cancel_and_wait(self._task)
         await self._cache.aclose()
 
+    def _new_cache(self) -> LocalCache:
+        return LocalCache(self.store, [layout.cluster_prefix()], decoder=decode_value)
+
     # -- the loop ----------------------------------------------------------------------
 
     async def _run(self) -> None:
         while True:
             token = await self.election.wait_elected()
+            # The whole of /cluster (every topic's assignment or marker) is held only while
+            # leading: a follower's memory does not grow with the cluster.
+            self._cache = self._new_cache()
             try:
+                await self._cache.start()
                 await self._cache.wait_for(token.create_revision)
-            except CacheTimeout as late:  # the store is away: this term may not last
+            except (CacheTimeout, MetadataError) as late:  # the store is away: try again
                 log.warning("load manager: %s", late)
+                await self._cache.aclose()
+                await asyncio.sleep(0.5)
                 continue
             self.rebalancer.reset()  # a new term: what an earlier one planned is not ours
             self._waiting_since.clear()
             log.info("load manager leads (epoch %d)", token.epoch)
-            # Subscribed only while leading: a follower must not pile up changes.
             events = self._cache.subscribe(layout.cluster_prefix())
             try:
                 await self._lead(events)
             finally:
                 events.close()
+                await self._cache.aclose()
 
     async def _lead(self, events: Subscription) -> None:
         while self.election.is_leader:
@@ -286,9 +294,8 @@ class LoadManager:
             if owner is None or move.topic in view.waiting:
                 self.rebalancer.cancel(move.topic)
                 continue
-            change = self.ownership.unassign_change(
-                move.topic, owner, reason=UNLOAD, to_broker=move.to_broker
-            )
+            target = Target(move.to_broker, view.states[move.to_broker])
+            change = move_change(self.ownership, move.topic, owner, target)
             if await self._fenced(change):
                 self.moves_started += 1
             else:
