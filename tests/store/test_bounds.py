@@ -6,7 +6,7 @@ alike."""
 
 from __future__ import annotations
 
-import subprocess
+import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 
@@ -20,6 +20,7 @@ from metaplane.store import (
     LeaseNotFound,
     MetadataStore,
     Put,
+    connect_store,
 )
 
 LARGEST = 9_223_372_036_854_775_807  # 2**63 - 1, etcd's int64: as a literal on purpose
@@ -98,29 +99,30 @@ async def test_the_largest_int64_is_answered_alike_everywhere(store: MetadataSto
 
 
 @pytest.mark.backends("sqlite", "etcd", reason="a store the CLI's own process can open")
-def test_the_cli_says_so_in_one_line(store_url: str) -> None:
+async def test_the_cli_says_so_in_one_line(store_url: str) -> None:
     """`metaplane kv put … --expect 2**63` used to print etcd's 68-line traceback."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "metaplane.admin",
-            "kv",
-            "put",
-            "/a/b",
-            "v",
-            "--expect",
-            str(TOO_BIG),
-            "--store",
-            store_url,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    async with await connect_store(store_url) as store:
+        await store.put("/a/b", b"v")
+    cli = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "metaplane.admin",
+        "kv",
+        "put",
+        "/a/b",
+        "v",
+        "--expect",
+        str(TOO_BIG),
+        "--store",
+        store_url,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
-    assert result.returncode == 1
-    assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert str(LARGEST) in lines[0] and "Traceback" not in result.stderr
+    async with asyncio.timeout(60):
+        out, err = await cli.communicate()
+    stdout, stderr = out.decode(), err.decode()
+    assert cli.returncode == 1
+    assert stdout == ""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert str(LARGEST) in lines[0] and "Traceback" not in stderr

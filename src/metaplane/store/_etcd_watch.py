@@ -9,7 +9,9 @@ first unanswered request (or of the request that created the stream), its member
 failed, exactly as a dead one: the store moves to the next member and the watch re-opens
 there from the last revision it passed + 1. What was received but not yet handed out is
 kept, so the caller sees no gap, no duplicate and no reordering. Only when no member has
-answered for the store's timeout does the watch raise `Unavailable`.
+answered for the store's timeout does the watch raise `Unavailable`. (A server that orders
+progress, 3.4.25 and later, also defers a request until a watcher has caught up with the
+history it started in: while a stream catches up there, its deadline is the store's.)
 
 Progress. etcd before 3.4.25 / 3.5.8 sends a requested progress notification on its
 control stream, where it can overtake the events it claims to follow (etcd issue 15220).
@@ -144,6 +146,8 @@ class _Stream:
         """Since when a request that must be answered (creation, progress) is unanswered."""
         self.asked_at: float | None = None
         self.created_at: float | None = None
+        self.catching_up_to = 0
+        """The store's revision when the stream was created, if it started behind it."""
         self.tasks: list[asyncio.Task[None]] = []
         self.outbox: collections.deque[Any] = collections.deque()
         self.writing: asyncio.Task[None] | None = None
@@ -339,7 +343,7 @@ class EtcdWatch(Watch):
         loop = asyncio.get_running_loop()
         while True:
             now = loop.time()
-            if self._silent_past_deadline(stream, now):
+            if self._silent_past_deadline(stream, now, self._deadline(stream)):
                 await self._give_up(stream, now)
                 return
             if self._should_ask(stream, now) and self._write(stream, _PROGRESS_REQUEST):
@@ -348,16 +352,25 @@ class EtcdWatch(Watch):
                     stream.expecting_since = now
             self._poke.clear()
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout_at(self._next_look(stream, now)):
+                async with asyncio.timeout_at(self._next_look(stream, now, self._deadline(stream))):
                     await self._poke.wait()
 
+    def _deadline(self, stream: _Stream) -> float:
+        """DEADLINE; or, while the stream catches up on a server that answers progress in
+        order, the store's timeout: such a server defers a progress request until the watcher
+        has caught up, and a long history with nothing under the prefix sends nothing."""
+        catching_up = self._passed is not None and self._passed < stream.catching_up_to
+        if catching_up and self._store.progress_in_order:
+            return self._store.options.timeout
+        return DEADLINE
+
     @staticmethod
-    def _silent_past_deadline(stream: _Stream, now: float) -> bool:
+    def _silent_past_deadline(stream: _Stream, now: float, deadline: float) -> bool:
         expecting = stream.expecting_since
         return (
             stream.reading_since is not None
             and expecting is not None
-            and now - expecting >= DEADLINE
+            and now - expecting >= deadline
         )
 
     def _should_ask(self, stream: _Stream, now: float) -> bool:
@@ -372,20 +385,20 @@ class EtcdWatch(Watch):
         return self._progress or now - stream.reading_since >= IDLE
 
     @staticmethod
-    def _next_look(stream: _Stream, now: float) -> float:
+    def _next_look(stream: _Stream, now: float, deadline: float) -> float:
         if stream.reading_since is None:  # handing a response over: look again soon
             return now + REPEAT
         looks = [now + IDLE, stream.reading_since + IDLE]
         if stream.asked_at is not None:
             looks.append(stream.asked_at + REPEAT)
         if stream.expecting_since is not None:
-            looks.append(stream.expecting_since + DEADLINE)
+            looks.append(stream.expecting_since + deadline)
         if stream.created_at is not None:
             looks.append(stream.created_at + STALL_GRACE)
         return max(min(look for look in looks if look > now - 1e-3), now + 0.01)
 
     async def _give_up(self, stream: _Stream, now: float) -> None:
-        """The member sent nothing within DEADLINE of a request: end the stream as if its
+        """The member sent nothing within its deadline of a request: end the stream as if its
         member had died. The reader is waiting on the stream (checked by the caller, with no
         await since), so stopping it first keeps the end marker last in the queue."""
         assert stream.expecting_since is not None
@@ -419,6 +432,8 @@ class EtcdWatch(Watch):
             self._new_tokens = 0
             if self._passed is None:  # "from now": now is the revision it was created at
                 self._passed = response.header.revision
+            elif response.header.revision > self._passed:
+                stream.catching_up_to = response.header.revision
         elif response.events:
             self._take_events(response.events)
         else:
