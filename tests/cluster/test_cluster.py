@@ -197,7 +197,10 @@ async def test_draining_empties_a_broker(store: MetadataStore, cluster: list[Nod
 
     await converged(store, drained)
     assert (await owners(store, [2]))[2] == set()
-    assert await all_assigned(store, topics, [1, 3])
+    # Drained as soon as it owns nothing: its last topics may still wait for their next
+    # owner, and are placed on the others (never back on it).
+    await converged(store, lambda: all_assigned(store, topics, [1, 3]))
+    assert (await owners(store, [2]))[2] == set()
 
 
 async def test_a_thousand_acks_write_at_once(store: MetadataStore) -> None:
