@@ -311,8 +311,9 @@ class BrokerNode:
                 if time.monotonic() > deadline:
                     raise
                 log.warning("broker %d: a previous registration is still there", self.broker_id)
-                async with asyncio.timeout(max(deadline - time.monotonic(), 0.1)):
-                    await self._until_deleted(key)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(deadline - time.monotonic(), 0.1)):
+                        await self._until_deleted(key)
                 continue
             self._registered_generation = generation
             self.journal.record("registered", generation=generation)
@@ -401,16 +402,18 @@ class BrokerNode:
         return done
 
     async def _step(self, what: str, topic: TopicName | None, step: _Step) -> bool:
+        """Run one step; False (to be retried) when it failed, whatever failed: the store,
+        or the host (whose own errors are logged with their traceback)."""
         try:
             await step()
-        except MetadataError as error:
-            log.warning(
-                "broker %d: %s of %s failed (%s); retrying",
-                self.broker_id,
-                what,
-                topic.path if topic else "the broker",
-                error,
-            )
+        except Exception as error:
+            about = topic.path if topic else "the broker"
+            if isinstance(error, MetadataError):
+                log.warning(
+                    "broker %d: %s of %s failed (%s); retrying", self.broker_id, what, about, error
+                )
+            else:
+                log.exception("broker %d: %s of %s failed; retrying", self.broker_id, what, about)
             self.journal.record("step-failed", step=what, topic=topic and topic.path)
             return False
         return True
@@ -424,9 +427,9 @@ class BrokerNode:
                 async with asyncio.timeout(max(deadline - loop.time(), 0.01)):
                     await step()
                 return True
-            except (MetadataError, TimeoutError) as error:
+            except Exception as error:  # the store away, or the host failing: again, in time
                 if loop.time() >= deadline:
-                    log.error("broker %d: gave up: %s", self.broker_id, error or "timed out")
+                    log.error("broker %d: gave up: %r", self.broker_id, error)
                     return False
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
