@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import typer
 from rich.markup import escape
 from rich.table import Table
 
@@ -33,7 +34,7 @@ def status(store: StoreURL = DEFAULT_STORE, output: OutputFormat = Output.TABLE)
     else:
         show(document)
     if not document["store"]["healthy"]:
-        raise SystemExit(EXIT_FAILED)
+        raise typer.Exit(EXIT_FAILED)
 
 
 def show(document: dict[str, Any]) -> None:
