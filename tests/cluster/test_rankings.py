@@ -9,7 +9,9 @@ from collections import Counter
 import pytest
 
 from metaplane.cluster._rankings import (
+    Balance,
     BrokerLoad,
+    Placement,
     Ranking,
     choose_targets,
     imbalance,
@@ -226,6 +228,9 @@ def test_a_broker_is_listed_once() -> None:
         ({"cpu": -0.5}, ValueError),
         ({"cpu": math.nan}, ValueError),
         ({"memory": "40"}, TypeError),
+        ({"registered": 1}, TypeError),
+        ({"counted": -1}, ValueError),
+        ({"counted": 2, "topics": frozenset({TopicName("ns", "t")})}, ValueError),
     ],
 )
 def test_a_broker_load_is_validated(fields: dict[str, object], error: type[Exception]) -> None:
@@ -257,6 +262,44 @@ def test_a_broker_load_is_validated(fields: dict[str, object], error: type[Excep
 )
 def test_imbalance_is_the_coefficient_of_variation(values: list[float], expected: float) -> None:
     assert imbalance(values) == pytest.approx(expected)
+    assert Balance.of(values).cv == imbalance(values)
+
+
+def test_the_balance_score_also_gives_the_mean_and_the_busiest_over_it() -> None:
+    balance = Balance.of([0, 20])
+    assert (balance.brokers, balance.mean, balance.cv, balance.max_over_mean) == (2, 10, 1, 2)
+    assert Balance.of([]) == Balance(0, 0.0, 0.0, 0.0)
+    assert Balance.of([0, 0]).as_dict() == {"brokers": 2, "mean": 0, "cv": 0, "max_over_mean": 0}
+
+
+# -- counted loads -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ranking", list(Ranking))
+def test_counted_topics_rank_as_listed_topics_of_weight_one(ranking: Ranking) -> None:
+    listed = [broker(1, 3, cpu=20, memory=10), broker(2, 5, cpu=40, memory=30)]
+    counted = [
+        BrokerLoad(1, ACTIVE, cpu=20, memory=10, counted=3),
+        BrokerLoad(2, ACTIVE, cpu=40, memory=30, counted=5),
+    ]
+    assert loads(rank(counted, ranking)) == pytest.approx(loads(rank(listed, ranking)))
+    assert [b for b, _ in rank(counted, ranking)] == [b for b, _ in rank(listed, ranking)]
+
+
+def test_a_counted_topic_shifts_between_brokers() -> None:
+    placement = Placement([BrokerLoad(1, ACTIVE, counted=2), BrokerLoad(2, ACTIVE, counted=0)])
+    placement.shift(1, 2)
+    assert placement.loads(Ranking.FAIR) == {1: 1.0, 2: 1.0}
+    placement.shift(1, 2)
+    with pytest.raises(ValueError, match="no counted topic"):
+        placement.shift(1, 2)
+
+
+def test_an_unregistered_broker_is_neither_ranked_nor_emptied() -> None:
+    gone = BrokerLoad(3, DRAINING, registered=False, counted=4)
+    placement = Placement([broker(1, 1), gone])
+    assert placement.active == [1] and placement.emptied == []
+    assert not gone.active and not gone.emptied and gone.topic_count == 4
 
 
 # -- choose_targets ------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Rebalancing that does not flap, simulated on pure data: each cycle's moves are applied to
-the brokers (CPU and memory stay as reported) before the next cycle."""
+the brokers (CPU and memory stay as reported) before the next cycle. And the one-shot plan of
+`metaplane analyze` (`plan_quotas`), on the same loads, rankings and balance score."""
 
 from __future__ import annotations
 
@@ -12,16 +13,32 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metaplane.cluster._rankings import BrokerLoad, Ranking, imbalance, rank
+from metaplane import layout
+from metaplane.cluster._moves import move_change, move_topic, target_of, target_reads
+from metaplane.cluster._rankings import Balance, BrokerLoad, Ranking, imbalance, rank
 from metaplane.cluster._rebalance import (
     Move,
     MoveReason,
     RebalanceConfig,
     RebalancePlan,
     Rebalancer,
+    balance_after,
+    balance_before,
+    plan_quotas,
 )
 from metaplane.layout import TopicName
-from metaplane.resources import BrokerMode
+from metaplane.resources import (
+    BrokerMode,
+    BrokerNotActive,
+    BrokerState,
+    ChangedSinceRead,
+    NoBroker,
+    OwnershipManager,
+    UnassignedMarker,
+    decode,
+    encode,
+)
+from metaplane.store import MemoryStore, Put, Txn, TxnResult
 
 ACTIVE = BrokerMode.ACTIVE
 DRAINING = BrokerMode.DRAINING
@@ -531,3 +548,193 @@ def test_moves_never_raise_the_imbalance_and_keep_every_topic_once(
             before = after
         assert before == pytest.approx(plan.imbalance_after)
         assert sorted(t for b in brokers for t in b.topics) == every
+
+
+# -- the one-shot plan (metaplane analyze) ----------------------------------------------------
+
+
+def counted(
+    broker_id: int, count: int, mode: str = ACTIVE, *, registered: bool = True
+) -> BrokerLoad:
+    """A broker whose topics are counted (as Spark counts them), not listed."""
+    return BrokerLoad(broker_id, mode, registered=registered, counted=count)
+
+
+def test_quotas_drain_the_draining_broker_onto_the_least_loaded() -> None:
+    quotas = plan_quotas([counted(1, 10), counted(2, 4), counted(3, 6, DRAINING)], 0.0)
+    assert quotas.after[3] == 0
+    assert quotas.after[1] + quotas.after[2] == 20
+    assert {t.reason for t in quotas.transfers if t.source == 3} == {"drain"}
+    # The fair ranking chooses each drain target: broker 2 until it passes broker 1.
+    assert [(t.target, t.count) for t in quotas.transfers if t.reason == "drain"] == [(2, 6)]
+
+
+def test_quotas_give_nothing_to_unregistered_drained_or_custom_brokers() -> None:
+    loads = [
+        counted(1, 30),
+        counted(2, 0, registered=False),
+        counted(3, 0, DRAINED),
+        counted(4, 0),
+        counted(5, 3, "maintenance"),
+        counted(6, 5, DRAINING, registered=False),
+    ]
+    quotas = plan_quotas(loads, threshold=0.05)
+    assert quotas.after[2] == quotas.after[3] == 0
+    assert quotas.after[1] == quotas.after[4] == 15
+    assert quotas.after[5] == 3  # keeps its topics, receives none
+    assert quotas.after[6] == 5  # unregistered: the leader reassigns a lost broker's topics
+
+
+def test_quotas_cap_balance_moves_only() -> None:
+    quotas = plan_quotas([counted(1, 100), counted(2, 0), counted(3, 7, DRAINING)], 0.0, 5)
+    balance = sum(t.count for t in quotas.transfers if t.reason == "balance")
+    assert balance == 5
+    assert quotas.after[3] == 0
+    assert any("max-moves" in note for note in quotas.notes)
+
+
+def test_quotas_without_an_active_broker_plan_nothing() -> None:
+    quotas = plan_quotas([counted(1, 5, DRAINING)], 0.1)
+    assert quotas.transfers == [] and quotas.notes
+
+
+@pytest.mark.parametrize(("threshold", "moves"), [(-0.1, None), (math.nan, None), (0.1, -1)])
+def test_quotas_refuse_nonsense_settings(threshold: float, moves: int | None) -> None:
+    with pytest.raises(ValueError, match="must be at least 0"):
+        plan_quotas([counted(1, 1)], threshold, moves)
+
+
+def test_listed_and_counted_loads_plan_alike() -> None:
+    listed = [broker(1, topics("a", 9)), broker(2, topics("b", 1)), broker(3, (), mode=DRAINING)]
+    same = [counted(1, 9), counted(2, 1), counted(3, 0, DRAINING)]
+    assert plan_quotas(listed, 0.0) == plan_quotas(same, 0.0)
+
+
+@given(
+    st.lists(st.integers(0, 400), min_size=1, max_size=12),
+    st.lists(st.integers(0, 50), max_size=3),
+    st.floats(0.0, 0.5),
+)
+def test_quotas_reach_the_threshold_or_the_best_spread(
+    active: list[int], draining: list[int], threshold: float
+) -> None:
+    loads = [counted(index, count) for index, count in enumerate(active)]
+    loads += [counted(100 + index, n, DRAINING) for index, n in enumerate(draining)]
+    quotas = plan_quotas(loads, threshold)
+    after = [quotas.after[index] for index in range(len(active))]
+    assert sum(after) == sum(active) + sum(draining)
+    assert all(quotas.after[100 + index] == 0 for index in range(len(draining)))
+    # The same balance score as the LoadManager's imbalance (the fair ranking's loads).
+    assert balance_after(loads, quotas.after).cv == pytest.approx(imbalance(after))
+    assert balance_after(loads, quotas.after).cv <= threshold + 1e-9 or max(after) - min(after) <= 1
+    # Few moves: never more than what taking every broker to the mean would need.
+    mean = sum(after) / len(after)
+    balance_moves = quotas.moves - sum(draining)
+    assert balance_moves <= sum(max(count - mean, 0) for count in active) + sum(draining) + 1
+
+
+@given(st.lists(st.integers(0, 60), min_size=2, max_size=6), st.floats(0.0, 0.5))
+def test_the_balance_moves_are_the_fair_rankings_last_to_first(
+    counts: list[int], threshold: float
+) -> None:
+    """The planner's heaps keep the fair ranking's order: its quotas are those of moving one
+    topic at a time from `rank`'s last broker to its first, re-ranking after each move."""
+    loads = [counted(index + 1, count) for index, count in enumerate(counts)]
+    now = {load.broker_id: load.topic_count for load in loads}
+    expected: Counter[tuple[int, int]] = Counter()
+    while imbalance(now.values()) > threshold:
+        ranked = rank([counted(b, n) for b, n in now.items()], Ranking.FAIR)
+        (target, least), (source, most) = ranked[0], ranked[-1]
+        if most - least <= 1:
+            break
+        now[source] -= 1
+        now[target] += 1
+        expected[source, target] += 1
+    quotas = plan_quotas(loads, threshold)
+    assert {(t.source, t.target): t.count for t in quotas.transfers} == dict(expected)
+    assert quotas.after == now
+
+
+def test_the_balance_before_counts_every_broker_still_serving() -> None:
+    loads = [counted(1, 10), counted(2, 20, DRAINING), counted(3, 5, DRAINED)]
+    loads += [counted(4, 30, "maintenance"), counted(5, 40, registered=False)]
+    assert balance_before(loads) == Balance.of([10, 20, 30])
+
+
+# -- the guarded move ------------------------------------------------------------------------
+
+TOPIC = TopicName("ns", "moved")
+REGISTRATION = b'{"admin_addr":"a","advertised_addr":"b","broker_addr":"c"}'
+
+
+async def two_brokers(store: MemoryStore) -> None:
+    """Brokers 1 and 2, registered and active; TOPIC on broker 1."""
+    for broker_id in (1, 2):
+        await store.put(layout.broker_registration(broker_id), REGISTRATION)
+        await state(store, broker_id, ACTIVE)
+    await store.put(layout.assignment(1, TOPIC), b"null")
+
+
+async def state(store: MemoryStore, broker_id: int, mode: BrokerMode) -> None:
+    await store.put(layout.broker_state(broker_id), encode(BrokerState(mode=mode, reason="t")))
+
+
+async def test_a_guarded_move_is_refused_once_its_target_changed_and_writes_nothing() -> None:
+    store = MemoryStore()
+    await two_brokers(store)
+    ownership = OwnershipManager(store)
+    owner = await ownership.owner(TOPIC)
+    view = await ownership.reader.read(*target_reads(2))
+    change = move_change(ownership, TOPIC, owner, target_of(view, 2))
+    await state(store, 2, DRAINING)  # between the read and the write
+    with pytest.raises(ChangedSinceRead):
+        await change.apply(store)
+    assert await store.get(layout.assignment(1, TOPIC)) is not None
+    assert await store.get(layout.unassigned(TOPIC)) is None
+    await store.delete(layout.broker_registration(2))
+    with pytest.raises(NoBroker):
+        await move_change(ownership, TOPIC, owner, target_of(view, 2)).apply(store)
+
+
+class StateFlipsBeforeTheWrite(MemoryStore):
+    """Makes broker 2 draining just before the first transaction that writes a marker: the
+    window in which a move that checks, then acts, would send a topic to a draining broker."""
+
+    flipped = False
+
+    async def execute(self, txn: Txn) -> TxnResult:
+        writes_marker = any(
+            isinstance(op, Put) and op.key == layout.unassigned(TOPIC) for op in txn.on_success
+        )
+        if not self.flipped and writes_marker:
+            self.flipped = True
+            await state(self, 2, DRAINING)
+        return await super().execute(txn)
+
+
+async def test_move_topic_reads_again_when_its_target_changes_in_between() -> None:
+    store = StateFlipsBeforeTheWrite()
+    await two_brokers(store)
+    with pytest.raises(BrokerNotActive):
+        await move_topic(store, TOPIC, to_broker=2)
+    assert store.flipped
+    assert await store.get(layout.unassigned(TOPIC)) is None
+    await state(store, 2, ACTIVE)
+    await move_topic(store, TOPIC, to_broker=2)
+    marker = await store.get(layout.unassigned(TOPIC))
+    assert marker is not None
+    value = decode(UnassignedMarker, marker.value)
+    assert (value.reason, value.from_broker, value.to_broker) == ("unload", 1, 2)
+    assert await store.get(layout.assignment(1, TOPIC)) is None
+
+
+async def test_a_move_to_a_target_read_inactive_is_refused_before_any_write() -> None:
+    store = MemoryStore()
+    await two_brokers(store)
+    await state(store, 2, DRAINED)
+    before = await store.revision()
+    with pytest.raises(BrokerNotActive):
+        await move_topic(store, TOPIC, to_broker=2)
+    with pytest.raises(NoBroker):
+        await move_topic(store, TOPIC, to_broker=3)
+    assert await store.revision() == before

@@ -1,6 +1,8 @@
-"""The LoadManager's rankings as pure logic: how loaded each active broker is by Danube's three
-rankings (fair, balanced, weighted), and which broker each of a batch of waiting topics goes to.
-No I/O: the LoadManager reads the store and passes what it saw.
+"""Load, rankings and the balance score as pure logic, for the LoadManager and for the offline
+plan of `metaplane analyze` alike: how loaded each active broker is by Danube's three rankings
+(fair, balanced, weighted), how evenly the load spreads (the coefficient of variation), and
+which broker each of a batch of waiting topics goes to. No I/O: callers read the store (or a
+snapshot) and pass what they saw.
 """
 
 from __future__ import annotations
@@ -70,16 +72,23 @@ EMPTIED = frozenset({BrokerMode.DRAINING, BrokerMode.DRAINED})
 
 @dataclass(frozen=True, slots=True)
 class BrokerLoad:
-    """A registered broker as the LoadManager sees it: its mode (a BrokerMode, or a custom
-    state's name: such a broker receives nothing and keeps what it has), the topics the
-    store says it owns (authoritative), and the CPU and memory percent of its last load
-    report (None when it has not reported yet)."""
+    """A broker as a planner sees it: its mode (a BrokerMode, or a custom state's name: such
+    a broker receives nothing and keeps what it has), the topics the store says it owns
+    (authoritative), the CPU and memory percent of its last load report (None when it has
+    not reported yet), and whether it is registered (an unregistered broker still holding
+    topics receives nothing and gives nothing: the leader reassigns a lost broker's topics).
+
+    A plan over millions of topics counts them where they are (in Spark) instead of listing
+    them here: `counted` is then the number of topics and `topics` stays empty. Such a load
+    ranks like a listed one whose topics weigh `DEFAULT_TOPIC_WEIGHT` each."""
 
     broker_id: int
     mode: str
-    topics: frozenset[TopicName]
+    topics: frozenset[TopicName] = frozenset()
     cpu: float | None = None
     memory: float | None = None
+    registered: bool = True
+    counted: int | None = None
 
     def __post_init__(self) -> None:
         if type(self.broker_id) is not int or not 0 <= self.broker_id <= U64_MAX:
@@ -91,13 +100,36 @@ class BrokerLoad:
         if not isinstance(self.topics, frozenset):
             kind = type(self.topics).__name__
             raise TypeError(f"broker {self.broker_id}: topics is a frozenset, not a {kind}")
+        if type(self.registered) is not bool:
+            raise TypeError(f"broker {self.broker_id}: registered is a bool")
+        _check_counted(self.broker_id, self.counted, self.topics)
         _check_percent(self.broker_id, "cpu", self.cpu)
         _check_percent(self.broker_id, "memory", self.memory)
 
     @property
+    def topic_count(self) -> int:
+        """How many topics it owns, listed or counted."""
+        return len(self.topics) if self.counted is None else self.counted
+
+    @property
     def active(self) -> bool:
-        """May receive topics."""
-        return self.mode is BrokerMode.ACTIVE
+        """May receive topics: registered and active."""
+        return self.registered and self.mode is BrokerMode.ACTIVE
+
+    @property
+    def emptied(self) -> bool:
+        """Must give every topic away: registered, and draining or drained. A broker in a
+        custom state (maintenance) keeps its topics: it only receives none."""
+        return self.registered and self.mode in EMPTIED
+
+
+def _check_counted(broker_id: int, counted: int | None, topics: frozenset[TopicName]) -> None:
+    if counted is None:
+        return
+    if type(counted) is not int or counted < 0:
+        raise ValueError(f"broker {broker_id}: counted is an int >= 0 or None, not {counted!r}")
+    if topics:
+        raise ValueError(f"broker {broker_id}: topics are either listed or counted, not both")
 
 
 def _check_percent(broker_id: int, name: str, value: float | None) -> None:
@@ -117,10 +149,11 @@ class TopicTotals(NamedTuple):
 
 
 class Placement:
-    """Which topics each broker holds, as a LoadManager cycle projects it: the store's
-    assignments plus the topics in flight to each broker, with the running sums the rankings
-    need. Drained and draining brokers are kept (they must give their topics away) but never
-    ranked; in-flight topics for a broker not listed are ignored."""
+    """Which topics each broker holds, as a planner projects it: the store's assignments plus
+    the topics in flight to each broker, with the running sums the rankings need. Drained
+    and draining brokers are kept (they must give their topics away) but never ranked;
+    in-flight topics for a broker not listed are ignored. Counted topics (see `BrokerLoad`)
+    are moved with `shift`, listed ones with `move`."""
 
     def __init__(
         self,
@@ -131,23 +164,20 @@ class Placement:
     ) -> None:
         listed = _unique(brokers)
         self._weights: TopicWeights = topic_weight if topic_weight is not None else {}
-        self.modes = {broker.broker_id: broker.mode for broker in listed}
         self.active = sorted(broker.broker_id for broker in listed if broker.active)
+        self.emptied = sorted(broker.broker_id for broker in listed if broker.emptied)
+        """Brokers that must give every topic away (draining or drained), by id."""
         self.topics = {broker.broker_id: set(broker.topics) for broker in listed}
+        self._counted = {broker.broker_id: broker.counted or 0 for broker in listed}
         for broker_id, topics in (in_flight or {}).items():
             if broker_id in self.topics:
                 self.topics[broker_id].update(topics)
         self._load = {
             broker_id: math.fsum(self.weight(topic) for topic in topics)
+            + self._counted[broker_id] * DEFAULT_TOPIC_WEIGHT
             for broker_id, topics in self.topics.items()
         }
         self._resource = _resource_loads([broker for broker in listed if broker.active])
-
-    @property
-    def emptied(self) -> list[int]:
-        """Brokers that must give every topic away (draining or drained), by id. A broker in
-        a custom state (maintenance) keeps its topics: it only receives none."""
-        return sorted(b for b, mode in self.modes.items() if mode in EMPTIED)
 
     def weight(self, topic: TopicName) -> float:
         """The topic's weight; a negative or non-finite weight is refused."""
@@ -157,7 +187,8 @@ class Placement:
         return weight
 
     def totals(self, broker_id: int) -> TopicTotals:
-        return TopicTotals(len(self.topics[broker_id]), self._load[broker_id])
+        count = len(self.topics[broker_id]) + self._counted[broker_id]
+        return TopicTotals(count, self._load[broker_id])
 
     def loads(self, ranking: Ranking) -> dict[int, float]:
         """The load of each active broker by `ranking`."""
@@ -215,6 +246,15 @@ class Placement:
         self.remove(topic, source)
         self.place(topic, target)
 
+    def shift(self, source: int, target: int) -> None:
+        """Move one of `source`'s counted topics to `target` (where it is counted too)."""
+        if self._counted[source] < 1:
+            raise ValueError(f"broker {source} has no counted topic left to move")
+        self._counted[source] -= 1
+        self._counted[target] += 1
+        self._load[source] -= DEFAULT_TOPIC_WEIGHT
+        self._load[target] += DEFAULT_TOPIC_WEIGHT
+
     def holders(self, topic: TopicName) -> list[int]:
         """The brokers that hold `topic` (one, unless the store is inconsistent), by id."""
         return sorted(b for b, topics in self.topics.items() if topic in topics)
@@ -246,17 +286,42 @@ def _known_or_mean(values: list[float | None]) -> list[float]:
     return [mean if value is None else float(value) for value in values]
 
 
+@dataclass(frozen=True, slots=True)
+class Balance:
+    """The balance score: how evenly load spreads over brokers. `cv` is the coefficient of
+    variation (population standard deviation over mean), `max_over_mean` the busiest
+    broker's load over the mean. All 0 for no broker, and when every load is 0 (nothing to
+    even out); `cv` is 0 for one broker."""
+
+    brokers: int
+    mean: float
+    cv: float
+    max_over_mean: float
+
+    @classmethod
+    def of(cls, loads: Iterable[float]) -> Balance:
+        values = [float(value) for value in loads]
+        if not values:
+            return cls(0, 0.0, 0.0, 0.0)
+        mean = math.fsum(values) / len(values)
+        if mean <= 0:
+            return cls(len(values), 0.0, 0.0, 0.0)
+        variance = math.fsum((value - mean) ** 2 for value in values) / len(values)
+        return cls(len(values), mean, math.sqrt(variance) / mean, max(values) / mean)
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "brokers": self.brokers,
+            "mean": round(self.mean, 3),
+            "cv": round(self.cv, 4),
+            "max_over_mean": round(self.max_over_mean, 4),
+        }
+
+
 def imbalance(loads: Iterable[float]) -> float:
-    """The coefficient of variation of `loads`: population standard deviation over mean.
-    0 for no broker or one, and when the mean is 0 (every load 0: nothing to even out)."""
-    values = list(loads)
-    if len(values) < 2:
-        return 0.0
-    mean = math.fsum(values) / len(values)
-    if mean <= 0:
-        return 0.0
-    variance = math.fsum((value - mean) ** 2 for value in values) / len(values)
-    return math.sqrt(variance) / mean
+    """The coefficient of variation of `loads` (`Balance.cv`): population standard deviation
+    over mean; 0 for no broker or one, and when the mean is 0 (nothing to even out)."""
+    return Balance.of(loads).cv
 
 
 def rank(

@@ -1,18 +1,22 @@
-"""Rebalancing that does not flap, as pure logic: the moves one LoadManager cycle starts so
-that draining brokers empty and the active brokers' loads even out, each move lowering the
-imbalance, gated in time (sustained imbalance, a cap per cycle, a cooldown per topic).
+"""Rebalancing as pure logic, on the rankings and balance score of `_rankings`: the moves one
+LoadManager cycle starts so that draining brokers empty and the active brokers' loads even out
+(each move lowering the imbalance, gated in time: sustained imbalance, a cap per cycle, a
+cooldown per topic), and the one-shot plan `metaplane analyze` writes for a whole snapshot
+(`plan_quotas`: how many topics go from which broker to which, by the fair ranking).
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from metaplane.cluster._rankings import (
+    Balance,
     BrokerLoad,
     InFlight,
     Placement,
@@ -324,3 +328,143 @@ def _drained(brokers: list[BrokerLoad], in_flight: InFlight) -> tuple[int, ...]:
             and not in_flight.get(broker.broker_id)
         )
     )
+
+
+# The offline plan ---------------------------------------------------------------------------
+
+DRAIN = "drain"
+BALANCE = "balance"
+"""The reasons of a planned transfer: emptying a draining broker, evening out the others."""
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """`count` topics to move from one broker to another, for one reason."""
+
+    source: int
+    target: int
+    reason: str
+    count: int
+
+
+@dataclass
+class Quotas:
+    """How many topics each pair of brokers exchanges, and the topic counts before and after
+    (every broker listed, by id)."""
+
+    transfers: list[Transfer]
+    before: dict[int, int]
+    after: dict[int, int]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def moves(self) -> int:
+        return sum(transfer.count for transfer in self.transfers)
+
+
+def balance_before(loads: Sequence[BrokerLoad]) -> Balance:
+    """The spread of topics today, over every registered broker that still serves (active,
+    draining, or in a custom state)."""
+    return Balance.of(
+        load.topic_count
+        for load in loads
+        if load.registered and load.mode is not BrokerMode.DRAINED
+    )
+
+
+def balance_after(loads: Sequence[BrokerLoad], after: Mapping[int, int]) -> Balance:
+    """The spread after a plan, over the active brokers (the emptied ones end with none)."""
+    return Balance.of(after[load.broker_id] for load in loads if load.active)
+
+
+def plan_quotas(
+    loads: Sequence[BrokerLoad], threshold: float, max_moves: int | None = None
+) -> Quotas:
+    """The one-shot plan of a whole cluster by the fair ranking (topics per broker), in
+    counts; which topics move is the caller's to choose (`metaplane analyze` takes each
+    source's cheapest).
+
+    Every draining (or drained) registered broker is emptied, each topic onto the least
+    loaded active broker by the ranking (each choice counting for the next). Then one topic
+    at a time goes from the most to the least loaded active broker — the move that lowers
+    the variance most — until the imbalance is at most `threshold`, the counts differ by at
+    most one, or `max_moves` such moves are planned (drains are never capped). Unregistered
+    brokers receive nothing and give nothing; nor does a broker in a custom state give any.
+    """
+    if not math.isfinite(threshold) or threshold < 0:
+        raise ValueError(f"the balance threshold must be at least 0, not {threshold}")
+    if max_moves is not None and max_moves < 0:
+        raise ValueError(f"max moves must be at least 0, not {max_moves}")
+    counted = [replace(load, topics=frozenset(), counted=load.topic_count) for load in loads]
+    placement = Placement(counted)
+    before = {load.broker_id: load.topic_count for load in loads}
+    transfers: Counter[tuple[int, int, str]] = Counter()
+    notes: list[str] = []
+    if not placement.active:
+        notes.append("no active registered broker can receive topics: nothing is planned")
+        return Quotas([], before, dict(before), notes)
+    _drain_counts(placement, before, transfers)
+    counts = {broker_id: placement.totals(broker_id).topic_count for broker_id in before}
+    _even_counts(placement.active, counts, transfers, threshold, max_moves, notes)
+    planned = [Transfer(s, t, reason, n) for (s, t, reason), n in sorted(transfers.items())]
+    return Quotas(planned, before, counts, notes)
+
+
+def _drain_counts(
+    placement: Placement, before: Mapping[int, int], transfers: Counter[tuple[int, int, str]]
+) -> None:
+    for source in placement.emptied:
+        for _ in range(before[source]):
+            target = placement.least_loaded(Ranking.FAIR)
+            assert target is not None  # the caller saw an active broker
+            placement.shift(source, target)
+            transfers[source, target, DRAIN] += 1
+
+
+def _even_counts(
+    active: list[int],
+    counts: dict[int, int],
+    transfers: Counter[tuple[int, int, str]],
+    threshold: float,
+    max_moves: int | None,
+    notes: list[str],
+) -> None:
+    """The balance moves of `plan_quotas`. The heaps keep the fair ranking's order (count,
+    then broker id) as counts change, so that each move costs a logarithm, not a sort: a
+    plan over a cluster of a million topics makes tens of thousands of them."""
+    total = sum(counts[broker] for broker in active)
+    if total == 0:
+        return
+    size = len(active)
+    mean = total / size
+    squares = sum(counts[broker] ** 2 for broker in active)
+    lightest = [(counts[b], b) for b in active]
+    heaviest = [(-counts[b], -b) for b in active]
+    heapq.heapify(lightest)
+    heapq.heapify(heaviest)
+    moved = 0
+    while math.sqrt(max(squares / size - mean**2, 0.0)) / mean > threshold:
+        if max_moves is not None and moved >= max_moves:
+            notes.append(f"stopped at --max-moves {max_moves} above the threshold")
+            return
+        source, target = _top(heaviest, counts, -1), _top(lightest, counts, 1)
+        if counts[source] - counts[target] <= 1:
+            notes.append("topic counts differ by at most one: no move can lower the spread")
+            return
+        squares += 2 * (counts[target] - counts[source] + 1)
+        counts[source] -= 1
+        counts[target] += 1
+        heapq.heappush(heaviest, (-counts[source], -source))
+        heapq.heappush(lightest, (counts[target], target))
+        transfers[source, target, BALANCE] += 1
+        moved += 1
+
+
+def _top(heap: list[tuple[int, int]], counts: Mapping[int, int], sign: int) -> int:
+    """The broker at the top of a lazily updated heap (stale entries are dropped)."""
+    while True:
+        value, key = heap[0]
+        broker = key * sign
+        if value * sign == counts[broker]:
+            return broker
+        heapq.heappop(heap)

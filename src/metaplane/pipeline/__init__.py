@@ -6,9 +6,12 @@ reads (summary, audit, backlog, storage, retention and rebalance plans, report.h
     analysis = analyze(spark_session(), snapshot, Path("out"))
 
 Local mode by default; `spark_session("spark://host:7077")` or spark-submit runs the same
-job on a cluster. See docs/pipeline.md.
+job on a cluster. The rebalance plan is the cluster's own planner (`BrokerLoad`, `Balance`,
+`plan_quotas` are `metaplane.cluster`'s, re-exported). See docs/pipeline.md.
 """
 
+from metaplane.cluster._rankings import Balance, BrokerLoad
+from metaplane.cluster._rebalance import Quotas, plan_quotas
 from metaplane.pipeline._analyze import (
     AUDIT,
     BACKLOG,
@@ -60,7 +63,6 @@ from metaplane.pipeline._kafka import (
     read_kafka_zookeeper,
     write_kafka_dump,
 )
-from metaplane.pipeline._rebalance import Balance, BrokerLoad, Quotas, plan_quotas
 from metaplane.pipeline._snapshot import Snapshot, SnapshotWriter, read_snapshot, snapshot_frame
 from metaplane.pipeline._spark import java_runtime, spark_session, stop_spark
 from metaplane.pipeline._storage import retention_plan, storage

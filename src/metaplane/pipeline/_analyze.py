@@ -22,20 +22,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from metaplane import layout
+from metaplane.cluster._rankings import BrokerLoad
+from metaplane.cluster._rebalance import Quotas, balance_after, balance_before, plan_quotas
 from metaplane.layout import KeyKind, TopicName
 from metaplane.pipeline._apply import PLAN_FORMAT, PLAN_FORMAT_VERSION
 from metaplane.pipeline._audit import CHECKS, SEVERITIES, Check
 from metaplane.pipeline._backlog import backlog, backlog_histogram, largest_backlogs
 from metaplane.pipeline._errors import InvalidSetting
-from metaplane.pipeline._rebalance import (
-    BrokerLoad,
-    Quotas,
-    balance_after,
-    balance_before,
-    broker_loads,
-    chosen_moves,
-    plan_quotas,
-)
+from metaplane.pipeline._rebalance import broker_load, broker_loads, chosen_moves
 from metaplane.pipeline._report import BrokerBars, ReportData, render_report
 from metaplane.pipeline._snapshot import Snapshot, snapshot_frame
 from metaplane.pipeline._spark import spark_errors
@@ -81,6 +75,8 @@ class AnalyzeSettings:
     def check(self) -> None:
         if self.threshold < 0:
             raise InvalidSetting(f"the threshold must be at least 0, not {self.threshold}")
+        if self.max_moves is not None and self.max_moves < 0:
+            raise InvalidSetting(f"max moves must be at least 0, not {self.max_moves}")
         if self.retention_seconds < 0 or any(v < 0 for v in self.namespace_retention.values()):
             raise InvalidSetting("a retention must not be negative")
 
@@ -313,10 +309,7 @@ def write_rebalance_plan(
     settings: AnalyzeSettings,
     path: Path,
 ) -> Plan:
-    loads = [
-        BrokerLoad(int(row["broker_id"]), row["mode"], row["registered"], row["topics"])
-        for row in broker_loads(tables).collect()
-    ]
+    loads = [broker_load(row) for row in broker_loads(tables).collect()]
     quotas = plan_quotas(loads, settings.threshold, settings.max_moves)
     moves = [_move(row) for row in chosen_moves(spark, tables, quotas).collect()]
     moves.sort(key=lambda move: (move["reason"] != "drain", move["from"], move["topic"]))
@@ -345,7 +338,7 @@ def _move(row: Row) -> dict[str, Any]:
 
 def _counts_after(loads: list[BrokerLoad], moves: list[dict[str, Any]]) -> dict[int, int]:
     """The counts the chosen moves leave (a quota may find fewer movable topics)."""
-    counts = {load.broker_id: load.topics for load in loads}
+    counts = {load.broker_id: load.topic_count for load in loads}
     for move in moves:
         counts[int(move["from"])] -= 1
         counts[int(move["to"])] += 1
@@ -378,7 +371,7 @@ def rebalance_document(
                 "broker_id": str(load.broker_id),
                 "mode": load.mode,
                 "registered": load.registered,
-                "before": load.topics,
+                "before": load.topic_count,
                 "after": after[load.broker_id],
             }
             for load in sorted(loads, key=lambda load: load.broker_id)

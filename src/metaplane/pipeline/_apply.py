@@ -1,7 +1,9 @@
 """Applying a rebalance plan to a live store: each move through the move protocol (the topic's
 assignment becomes an unassigned marker {"reason": "unload", "from_broker", "to_broker"}; its
-owner seals it; the leader assigns it to the target), guarded so that a topic whose
-assignment changed since the snapshot is skipped, never moved on stale information.
+owner seals it; the leader assigns it to the target), written as the cluster's one guarded
+move (`metaplane.cluster`'s `move_change`) so that a topic whose assignment changed since the
+snapshot, or a target that left or stopped being active, is skipped, never moved on stale
+information.
 
 No Spark here: a plan is applied from any machine that reaches the store.
 """
@@ -14,18 +16,16 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from metaplane import layout
+from metaplane.cluster._moves import move_change, target_of, target_reads
 from metaplane.layout import InvalidName, TopicName
 from metaplane.pipeline._errors import PlanError
 from metaplane.resources import (
     AlreadyUnassigned,
-    BrokerMode,
     BrokerNotActive,
-    BrokerState,
     ChangedSinceRead,
     MalformedValue,
     NoBroker,
@@ -33,7 +33,6 @@ from metaplane.resources import (
     OwnershipManager,
     Versioned,
     assignment_of,
-    unchanged,
 )
 from metaplane.store import Get, MetadataError, MetadataStore
 
@@ -41,9 +40,6 @@ log = logging.getLogger(__name__)
 
 PLAN_FORMAT = "metaplane-rebalance-plan"
 PLAN_FORMAT_VERSION = 1
-
-UNLOAD = "unload"
-"""The marker reason of a move (as `metaplane.cluster.move_topic` writes it)."""
 
 
 @dataclass(frozen=True)
@@ -199,11 +195,9 @@ async def _apply_one(
 ) -> Outcome:
     assignment = layout.assignment(move.source, move.topic)
     marker = layout.unassigned(move.topic)
-    registration = layout.broker_registration(move.target)
-    state_key = layout.broker_state(move.target)
     try:
         view = await ownership.reader.read(
-            Get(assignment), Get(marker), Get(registration), Get(state_key), fresh=True
+            Get(assignment), Get(marker), *target_reads(move.target), fresh=True
         )
         found = view.entry(assignment)
         if found is None:
@@ -221,22 +215,16 @@ async def _apply_one(
             )
         if view.entry(marker) is not None:
             return Outcome(move, Status.SKIPPED, "already waiting for assignment")
-        state = _active_target(view.entry(registration), view.get(state_key, BrokerState), move)
-        if isinstance(state, str):
-            return Outcome(move, Status.SKIPPED, state)
-        if not execute:
-            return Outcome(move, Status.PLANNED)
         owner = Versioned(
             move.source, found.version, found.mod_revision, found.create_revision, assignment
         )
-        change = ownership.unassign_change(
-            move.topic, owner, reason=UNLOAD, to_broker=move.target
-        ).guarded(
-            unchanged(state_key, state.mod_revision, partial(NoBroker, move.target, state_key))
-        )
+        # Built in a dry run too: a target that is gone or not active is refused here.
+        change = move_change(ownership, move.topic, owner, target_of(view, move.target))
+        if not execute:
+            return Outcome(move, Status.PLANNED)
         await change.apply(store)
     except (MalformedValue, NoBroker, BrokerNotActive) as error:
-        return Outcome(move, Status.SKIPPED, str(error))
+        return Outcome(move, Status.SKIPPED, _target_reason(error, move))
     except MetadataError as error:
         if _raced(error):
             return Outcome(move, Status.SKIPPED, f"changed while applying: {error}")
@@ -245,17 +233,13 @@ async def _apply_one(
     return Outcome(move, Status.DONE)
 
 
-def _active_target(
-    registration: object, state: Versioned[BrokerState] | None, move: PlannedMove
-) -> Versioned[BrokerState] | str:
-    """The target's state if it can take the topic; else why not."""
-    if registration is None:
-        return f"target broker {move.target} is no longer registered"
-    if state is None:
-        return f"target broker {move.target} has no state key"
-    if state.value.mode is not BrokerMode.ACTIVE:
-        return f"target broker {move.target} is {state.value.mode}"
-    return state
+def _target_reason(error: MetadataError, move: PlannedMove) -> str:
+    """Why the target cannot take the topic, in the plan's words."""
+    if isinstance(error, NoBroker):
+        return f"target broker {move.target} is no longer registered (or has no state key)"
+    if isinstance(error, BrokerNotActive):
+        return f"target broker {move.target} is {error.mode}"
+    return str(error)
 
 
 def _raced(error: MetadataError) -> bool:
