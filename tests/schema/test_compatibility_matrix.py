@@ -211,6 +211,249 @@ JSON_CASES = [
     ),
 ]  # fmt: skip
 
+# JSON Schema keyword by keyword: each one analysed as the constraint it is. `js` writes a
+# 2020-12 document unless another draft is named ("" for no $schema: read as draft-07).
+
+DRAFTS = {
+    "2020-12": "https://json-schema.org/draft/2020-12/schema",
+    "2019-09": "https://json-schema.org/draft/2019-09/schema",
+    "draft-07": "http://json-schema.org/draft-07/schema#",
+    "draft-04": "http://json-schema.org/draft-04/schema#",
+}
+
+
+def js(draft: str = "2020-12", **keywords: Any) -> str:
+    document = {"$schema": DRAFTS[draft]} if draft else {}
+    return json.dumps({**document, **keywords})
+
+
+OBJECT = {"type": "object"}
+ARRAY = {"type": "array"}
+ID = {"id": {"type": "integer"}}
+IS_CARD = {"properties": {"kind": {"const": "card"}}, "required": ["kind"]}
+
+JSON_KEYWORD_CASES = [
+    # not: proved disjoint from what the writer allows.
+    Case(
+        "json-not-widened", "JsonSchema",
+        (js(**{"not": {"type": "number"}}),), js(**{"not": {"type": "integer"}}),
+        FORWARD, "not-overlaps", "/not",
+    ),
+    Case(
+        "json-not-added", "JsonSchema",
+        (js(type="string"),), js(type="string", **{"not": {"const": ""}}),
+        BACKWARD, "not-overlaps", "/not",
+    ),
+    Case(
+        "json-not-of-a-disjoint-type-added", "JsonSchema",
+        (js(type="string"),), js(type="string", **{"not": {"type": "integer"}}), NO_MODE,
+    ),
+    # patternProperties: in the new schema, in the old one, narrowed.
+    Case(
+        "json-pattern-properties-added-to-closed-model", "JsonSchema",
+        (js(**OBJECT, properties=ID, additionalProperties=False),),
+        js(**OBJECT, properties=ID, additionalProperties=False,
+           patternProperties={"^x-": {"type": "string"}}),
+        FORWARD, "property-rejected-by-closed-model", "/additionalProperties",
+    ),
+    Case(
+        "json-pattern-properties-narrowed", "JsonSchema",
+        (js(**OBJECT, patternProperties={"^x-": {"type": "string"}}),),
+        js(**OBJECT, patternProperties={"^x-": {"type": "string", "maxLength": 3}}),
+        BACKWARD, "bound-narrowed", "/patternProperties/^x-/maxLength",
+    ),
+    Case(
+        "json-pattern-property-covers-a-listed-one", "JsonSchema",
+        (js(**OBJECT, properties={"x-id": {"type": "string"}}, additionalProperties=False),),
+        js(**OBJECT, patternProperties={"^x-": {"type": "string"}}, additionalProperties=False),
+        FORWARD, "property-rejected-by-closed-model", "/additionalProperties",
+    ),
+    # dependencies (draft 7), dependentRequired and dependentSchemas (2019-09 on).
+    Case(
+        "json-dependencies-removed", "JsonSchema",
+        (js("draft-07", **OBJECT, dependencies={"card": ["billing"]}),), js("draft-07", **OBJECT),
+        FORWARD, "dependency-added", "/dependencies/card",
+    ),
+    Case(
+        "json-dependent-required-added", "JsonSchema",
+        (js(**OBJECT),), js(**OBJECT, dependentRequired={"card": ["billing"]}),
+        BACKWARD, "dependency-added", "/dependentRequired/card",
+    ),
+    Case(
+        "json-dependent-schemas-removed", "JsonSchema",
+        (js(**OBJECT, dependentSchemas={"card": {"required": ["billing"]}}),), js(**OBJECT),
+        FORWARD, "required-added", "/dependentSchemas/card",
+    ),
+    Case(
+        "json-dependent-required-met-by-required", "JsonSchema",
+        (js(**OBJECT, required=["card", "billing"]),),
+        js(**OBJECT, dependentRequired={"card": ["billing"]}),
+        FORWARD, "required-added", "/properties/card",
+    ),
+    # unevaluatedProperties: false is a closed content model, through allOf too.
+    Case(
+        "json-unevaluated-properties-property-added", "JsonSchema",
+        (js(**OBJECT, properties=ID, unevaluatedProperties=False),),
+        js(**OBJECT, properties={**ID, "email": {"type": "string"}}, unevaluatedProperties=False),
+        FORWARD, "property-rejected-by-closed-model", "/properties/email",
+    ),
+    Case(
+        "json-unevaluated-properties-through-all-of", "JsonSchema",
+        (js(**OBJECT, allOf=[{"properties": ID}], unevaluatedProperties=False),),
+        js(**OBJECT, allOf=[{"properties": ID}, {"properties": {"email": {"type": "string"}}}],
+           unevaluatedProperties=False),
+        FORWARD, "property-rejected-by-closed-model", "/properties/email",
+    ),
+    Case(
+        "json-unevaluated-properties-closes-an-open-model", "JsonSchema",
+        (js(**OBJECT, properties=ID),), js(**OBJECT, properties=ID, unevaluatedProperties=False),
+        BACKWARD, "content-model-closed", "/unevaluatedProperties",
+    ),
+    # prefixItems, tuple items and unevaluatedItems.
+    Case(
+        "json-prefix-items-spelled-out", "JsonSchema",
+        (js(**ARRAY, items={"type": "string"}),),
+        js(**ARRAY, prefixItems=[{"type": "string"}], items={"type": "string"}), NO_MODE,
+    ),
+    Case(
+        "json-prefix-item-added", "JsonSchema",
+        (js(**ARRAY, prefixItems=[{"type": "string"}]),),
+        js(**ARRAY, prefixItems=[{"type": "string"}, {"type": "integer"}]),
+        BACKWARD, "constraint-added", "/prefixItems/1",
+    ),
+    Case(
+        "json-unevaluated-items-prefix-grown", "JsonSchema",
+        (js(**ARRAY, prefixItems=[{"type": "string"}], unevaluatedItems=False),),
+        js(**ARRAY, prefixItems=[{"type": "string"}, {"type": "integer"}], unevaluatedItems=False),
+        FORWARD, "nothing-accepted", "/unevaluatedItems",
+    ),
+    Case(
+        # No $schema: draft-07, where an items array is a tuple (2020-12 would refuse it).
+        "json-undeclared-tuple-items-closed", "JsonSchema",
+        (js("", **ARRAY, items=[{"type": "string"}, {"type": "integer"}]),),
+        js("", **ARRAY, items=[{"type": "string"}, {"type": "integer"}], additionalItems=False),
+        BACKWARD, "nothing-accepted", "/additionalItems",
+    ),
+    # contains, minContains, maxContains.
+    Case(
+        "json-min-contains-lowered", "JsonSchema",
+        (js(**ARRAY, contains={"type": "integer"}, minContains=2),),
+        js(**ARRAY, contains={"type": "integer"}, minContains=1),
+        FORWARD, "contains-narrowed", "/contains",
+    ),
+    Case(
+        "json-max-contains-lowered", "JsonSchema",
+        (js(**ARRAY, contains={"type": "integer"}, maxContains=3),),
+        js(**ARRAY, contains={"type": "integer"}, maxContains=2),
+        BACKWARD, "contains-narrowed", "/maxContains",
+    ),
+    Case(
+        "json-contains-met-by-items", "JsonSchema",
+        (js(**ARRAY, items={"type": "integer"}, minItems=1),),
+        js(**ARRAY, contains={"type": "number"}),
+        FORWARD, "constraint-added", "/items",
+    ),
+    # if / then / else.
+    Case(
+        "json-else-added", "JsonSchema",
+        (js(**OBJECT, **{"if": IS_CARD, "then": {"required": ["number"]}}),),
+        js(**OBJECT, **{"if": IS_CARD, "then": {"required": ["number"]},
+                        "else": {"required": ["iban"]}}),
+        BACKWARD, "required-added", "/else/properties/iban",
+    ),
+    Case(
+        "json-then-relaxed", "JsonSchema",
+        (js(**OBJECT, **{"if": IS_CARD, "then": {"required": ["number", "expiry"]}}),),
+        js(**OBJECT, **{"if": IS_CARD, "then": {"required": ["number"]}}),
+        FORWARD, "required-added", "/then/properties/expiry",
+    ),
+    # const, enum, format, content.
+    Case(
+        "json-const-widened-to-enum", "JsonSchema",
+        (js(const="a"),), js(enum=["a", "b"]), FORWARD, "enum-narrowed", "(root)",
+    ),
+    Case(
+        "json-format-added", "JsonSchema",
+        (js(type="string"),), js(type="string", format="email"),
+        BACKWARD, "format-changed", "/format",
+    ),
+    Case(
+        "json-content-encoding-added", "JsonSchema",
+        (js(type="string"),), js(type="string", contentEncoding="base64"),
+        BACKWARD, "content-changed", "/contentEncoding",
+    ),
+    # anyOf, oneOf: a branch for each kind of value; oneOf's branches disjoint from it.
+    Case(
+        "json-any-of-branch-narrowed", "JsonSchema",
+        (js(type=["string", "integer"]),),
+        js(anyOf=[{"type": "string", "maxLength": 3}, {"type": "integer"}]),
+        BACKWARD, "no-branch-accepts", "(root)",
+    ),
+    Case(
+        "json-one-of-overlapping-branches", "JsonSchema",
+        (js(type="integer"),), js(oneOf=[{"type": "integer"}, {"type": "integer", "maximum": 10}]),
+        BACKWARD, "one-of-overlap", "/oneOf",
+    ),
+    Case(
+        "json-one-of-disjoint-branches", "JsonSchema",
+        (js(type=["integer", "string"]),), js(oneOf=[{"type": "integer"}, {"type": "string"}]),
+        NO_MODE,
+    ),
+    # Counts and names of properties, items, and the drafts' integers.
+    Case(
+        "json-property-names-narrowed", "JsonSchema",
+        (js(**OBJECT),), js(**OBJECT, propertyNames={"maxLength": 3}),
+        BACKWARD, "property-names-narrowed", "/propertyNames",
+    ),
+    Case(
+        "json-max-properties-lowered", "JsonSchema",
+        (js(**OBJECT, maxProperties=5),), js(**OBJECT, maxProperties=3),
+        BACKWARD, "bound-narrowed", "/maxProperties",
+    ),
+    Case(
+        "json-items-added-to-an-open-array", "JsonSchema",
+        (js(**ARRAY),), js(**ARRAY, items={"type": "string"}),
+        BACKWARD, "constraint-added", "/items",
+    ),
+    Case(
+        "json-draft-04-integer-refuses-1.0", "JsonSchema",
+        (js("draft-07", type="integer"),), js("draft-04", type="integer"),
+        BACKWARD, "type-narrowed", "/type",
+    ),
+    Case(
+        "json-every-keyword-unchanged", "JsonSchema",
+        (js(**OBJECT, properties=ID, patternProperties={"^x-": {"type": "string"}},
+            dependentSchemas={"id": {"required": ["id"]}}, dependentRequired={"id": ["id"]},
+            propertyNames={"maxLength": 8}, unevaluatedProperties=False,
+            **{"if": IS_CARD, "then": {"required": ["id"]}, "else": {"maxProperties": 4},
+               "not": {"required": ["forbidden"]}}),),
+        js(**OBJECT, properties=ID, patternProperties={"^x-": {"type": "string"}},
+           dependentSchemas={"id": {"required": ["id"]}}, dependentRequired={"id": ["id"]},
+           propertyNames={"maxLength": 8}, unevaluatedProperties=False,
+           **{"if": IS_CARD, "then": {"required": ["id"]}, "else": {"maxProperties": 4},
+              "not": {"required": ["forbidden"]}}, title="annotations never matter"),
+        NO_MODE,
+    ),
+    # Transitive: the new version is fine against the latest, not against the first.
+    Case(
+        "json-min-contains-lowered-twice", "JsonSchema",
+        (js(**ARRAY, contains={"type": "integer"}, minContains=2),
+         js(**ARRAY, contains={"type": "integer"}, minContains=1)),
+        js(**ARRAY, contains={"type": "integer"}, minContains=1, description="v3"),
+        frozenset({"ForwardTransitive", "FullTransitive"}), "contains-narrowed", "/contains",
+    ),
+    Case(
+        # v2 leaves email to unevaluatedProperties (integers); v3 lists it as an integer:
+        # fine after v2, but v1's writers sent strings.
+        "json-unevaluated-property-readded", "JsonSchema",
+        (js(**OBJECT, properties={**ID, "email": {"type": "string"}}, unevaluatedProperties=False),
+         js(**OBJECT, properties=ID, unevaluatedProperties={"type": "integer"})),
+        js(**OBJECT, properties={**ID, "email": {"type": "integer"}},
+           unevaluatedProperties={"type": "integer"}),
+        TRANSITIVE, "type-narrowed", "/properties/email",
+    ),
+]  # fmt: skip
+
 # --- Protobuf ---------------------------------------------------------------------------
 
 
@@ -234,8 +477,10 @@ PROTOBUF_CASES = [
         EVERY_MODE, "field-type-changed", "count",
     ),
     Case(
+        # Old readers would truncate the new int64 values to int32.
         "proto-field-widened-within-wire-group", "Protobuf",
-        (proto("int32 count = 2;"),), proto("int64 count = 2;"), NO_MODE,
+        (proto("int32 count = 2;"),), proto("int64 count = 2;"),
+        FORWARD, "field-type-changed", "count",
     ),
     Case(
         "proto-field-renamed-same-type", "Protobuf",
@@ -284,6 +529,73 @@ PROTOBUF_CASES = [
     ),
 ]  # fmt: skip
 
+# Oneof membership: a reader's oneof keeps the last of the fields it holds, so the writer must
+# never set two of them; and singular / repeated for string, bytes and messages.
+
+PROTOBUF_ONEOF_CASES = [
+    Case(
+        "proto-two-fields-moved-into-a-new-oneof", "Protobuf",
+        (proto("int32 a = 4; string b = 5;"),),
+        proto("oneof choice { int32 a = 4; string b = 5; }"),
+        BACKWARD, "oneof-field-moved", "shop.Product.choice",
+    ),
+    Case(
+        "proto-field-moved-into-an-existing-oneof", "Protobuf",
+        (proto("oneof choice { int32 a = 4; } string b = 5;"),),
+        proto("oneof choice { int32 a = 4; string b = 5; }"),
+        BACKWARD, "oneof-field-moved", "shop.Product.choice",
+    ),
+    Case(
+        "proto-field-moved-out-of-a-oneof", "Protobuf",
+        (proto("oneof choice { int32 a = 4; string b = 5; }"),),
+        proto("int32 a = 4; oneof choice { string b = 5; }"),
+        FORWARD, "oneof-field-moved", "shop.Product.choice",
+    ),
+    Case(
+        "proto-field-moved-between-oneofs", "Protobuf",
+        (proto("oneof x { int32 a = 4; string b = 5; } oneof y { bool c = 6; }"),),
+        proto("oneof x { int32 a = 4; } oneof y { string b = 5; bool c = 6; }"),
+        EVERY_MODE, "oneof-field-moved", "shop.Product",
+    ),
+    Case(
+        "proto-one-field-made-a-oneof", "Protobuf",
+        (proto("int32 a = 4;"),), proto("oneof choice { int32 a = 4; }"), NO_MODE,
+    ),
+    Case(
+        # Confluent's compatible case: one existing field and a new one.
+        "proto-one-field-and-a-new-one-made-a-oneof", "Protobuf",
+        (proto("int32 a = 4;"),), proto("oneof choice { int32 a = 4; string c = 7; }"), NO_MODE,
+    ),
+    Case(
+        "proto-optional-field-made-a-oneof", "Protobuf",
+        (proto("optional int32 a = 4;"),), proto("oneof choice { int32 a = 4; }"), NO_MODE,
+    ),
+    Case(
+        "proto-string-made-repeated", "Protobuf",
+        (proto("string note = 4;"),), proto("repeated string note = 4;"),
+        FORWARD, "field-cardinality-changed", "shop.Product.note",
+    ),
+    Case(
+        "proto-message-made-singular", "Protobuf",
+        (proto("repeated Line lines = 4; message Line { int32 n = 1; }"),),
+        proto("Line lines = 4; message Line { int32 n = 1; }"),
+        BACKWARD, "field-cardinality-changed", "shop.Product.lines",
+    ),
+    Case(
+        "proto-number-made-repeated", "Protobuf",
+        (proto("int32 count = 4;"),), proto("repeated int32 count = 4;"),
+        EVERY_MODE, "field-cardinality-changed", "shop.Product.count",
+    ),
+    Case(
+        # v2 put a and b in a oneof (under mode None); v3 adds a field: fine after v2, but
+        # v1's writers set a and b together.
+        "proto-oneof-after-two-fields", "Protobuf",
+        (proto("int32 a = 4; string b = 5;"), proto("oneof choice { int32 a = 4; string b = 5; }")),
+        proto("oneof choice { int32 a = 4; string b = 5; } bool c = 6;"),
+        frozenset({"BackwardTransitive", "FullTransitive"}), "oneof-field-moved", "choice",
+    ),
+]  # fmt: skip
+
 # --- Bytes, String, Number, and changes of format ---------------------------------------
 
 SCALAR_CASES = [
@@ -299,7 +611,14 @@ SCALAR_CASES = [
     ),
 ]  # fmt: skip
 
-CASES = AVRO_CASES + JSON_CASES + PROTOBUF_CASES + SCALAR_CASES
+CASES = (
+    AVRO_CASES
+    + JSON_CASES
+    + JSON_KEYWORD_CASES
+    + PROTOBUF_CASES
+    + PROTOBUF_ONEOF_CASES
+    + SCALAR_CASES
+)
 
 
 @pytest.mark.parametrize("mode", list(CompatibilityMode), ids=lambda mode: mode.value)

@@ -12,7 +12,7 @@ from typing import Any
 from fastavro.schema import parse_schema, to_parsing_canonical_form
 
 from metaplane.schema._errors import InvalidSchema
-from metaplane.schema._format import ParsedDocument, SchemaFormat
+from metaplane.schema._format import ParseContext, ParsedDocument, SchemaFormat
 from metaplane.schema._model import Conflict
 
 _PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
@@ -37,19 +37,53 @@ class AvroModel:
     named: Mapping[str, Any]
 
 
-def parse(document: str, message_name: str | None) -> ParsedDocument[AvroModel]:
+def parse(document: str, context: ParseContext) -> ParsedDocument[AvroModel]:
     try:
         decoded = json.loads(document)
     except json.JSONDecodeError as error:
         raise InvalidSchema("Avro", f"not JSON: {error}") from error
+    # A reference brings the named types its schema defines (Confluent's Avro references).
     named: dict[str, Any] = {}
+    for referenced_schema in context.documents.values():
+        assert isinstance(referenced_schema.model, AvroModel)
+        named.update(referenced_schema.model.named)
+    referenced = dict(named)
     try:
         schema = parse_schema(decoded, named, _write_hint=False)
-        canonical = to_parsing_canonical_form(schema)
+        canonical = to_parsing_canonical_form(_inlined(schema, referenced, set()))
     # fastavro signals malformed shapes with KeyError, TypeError, … besides its own errors.
     except Exception as error:
         raise InvalidSchema("Avro", f"{type(error).__name__}: {error}") from error
     return ParsedDocument(canonical.encode(), AvroModel(schema, named))
+
+
+def _inlined(schema: Any, referenced: Mapping[str, Any], defined: set[str]) -> Any:
+    """`schema` with each named type a reference brings written out where it is first used,
+    as Avro's Parsing Canonical Form writes a named type (fastavro's parser, which computes
+    the form, knows only the types a schema defines itself)."""
+    if isinstance(schema, str):
+        if schema in referenced and schema not in defined:
+            defined.add(schema)
+            return _inlined(referenced[schema], referenced, defined)
+        return schema
+    if isinstance(schema, list):
+        return [_inlined(branch, referenced, defined) for branch in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if "name" in schema and schema.get("type") in ("record", "error", "enum", "fixed"):
+        defined.add(schema["name"])
+    inlined = dict(schema)
+    if "fields" in schema:
+        inlined["fields"] = [
+            {**field, "type": _inlined(field["type"], referenced, defined)}
+            for field in schema["fields"]
+        ]
+    for key in ("items", "values"):
+        if key in schema:
+            inlined[key] = _inlined(schema[key], referenced, defined)
+    if isinstance(schema.get("type"), dict | list):
+        inlined["type"] = _inlined(schema["type"], referenced, defined)
+    return inlined
 
 
 def reader_conflicts(reader: AvroModel, writer: AvroModel) -> list[Conflict]:

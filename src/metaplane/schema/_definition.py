@@ -17,7 +17,7 @@ from metaplane.resources import (
     ProtobufDefinition,
     SchemaDefinition,
 )
-from metaplane.schema._model import Schema, SchemaType
+from metaplane.schema._model import Dependency, Schema, SchemaType
 from metaplane.schema._parse import parse_schema
 
 # Parsing a stored version (protoc for Protobuf) costs far more than a lookup, and every
@@ -50,22 +50,44 @@ def definition_of(schema: Schema) -> SchemaDefinition:
     )
 
 
-def schema_of(definition: SchemaDefinition) -> Schema:
-    """The stored definition parsed again (cached); InvalidSchema if it no longer parses."""
+def schema_of(
+    definition: SchemaDefinition,
+    dependencies: tuple[Dependency, ...] = (),
+    json_schema_draft: str | None = None,
+) -> Schema:
+    """The stored definition parsed again (cached), with the schemas its references resolved
+    to and the draft its subject reads undeclared JSON Schema documents as; InvalidSchema if
+    it no longer parses. A stored document is read leniently: a `$ref` that resolves to
+    nothing is left to the compatibility check, which refuses to vouch for it."""
     if isinstance(definition, PrimitiveSchema):
-        return _parsed(SchemaType(definition.value), "", None)
+        return _parsed(SchemaType(definition.value), "", None, (), None)
     if isinstance(definition, Avro):
-        return _parsed(SchemaType.AVRO, definition.schema.raw_schema, None)
+        raw = definition.schema.raw_schema
+        return _parsed(SchemaType.AVRO, raw, None, dependencies, None)
     if isinstance(definition, JsonSchema):
-        return _parsed(SchemaType.JSON_SCHEMA, definition.schema.raw_schema, None)
+        raw = definition.schema.raw_schema
+        return _parsed(SchemaType.JSON_SCHEMA, raw, None, dependencies, json_schema_draft)
     assert isinstance(definition, Protobuf)
     proto = definition.schema
-    return _parsed(SchemaType.PROTOBUF, proto.raw_proto, proto.message_name)
+    return _parsed(SchemaType.PROTOBUF, proto.raw_proto, proto.message_name, dependencies, None)
 
 
 @lru_cache(maxsize=_PARSED_CACHE_SIZE)
-def _parsed(schema_type: SchemaType, raw: str, message_name: str | None) -> Schema:
-    return parse_schema(schema_type, raw, message_name=message_name)
+def _parsed(
+    schema_type: SchemaType,
+    raw: str,
+    message_name: str | None,
+    dependencies: tuple[Dependency, ...],
+    json_schema_draft: str | None,
+) -> Schema:
+    return parse_schema(
+        schema_type,
+        raw,
+        message_name=message_name,
+        references=dependencies,
+        json_schema_draft=json_schema_draft,
+        strict=False,
+    )
 
 
 def identical(new: Schema, stored: Schema) -> bool:
@@ -82,8 +104,40 @@ def identical(new: Schema, stored: Schema) -> bool:
     )
 
 
+def identical_by_fingerprint(new: Schema, stored: SchemaDefinition, fingerprint: str) -> bool:
+    """`identical`, for a stored version with references: its fingerprint is ours (the
+    registry computed it, references included), so it stands for its canonical form."""
+    if new.fingerprint != fingerprint or type_of(stored) is not new.type:
+        return False
+    message_name = stored.schema.message_name if isinstance(stored, Protobuf) else None
+    raw = _raw(stored)
+    return new.message_name == message_name and _document_form(new) == _form(new.type, raw)
+
+
+def type_of(definition: SchemaDefinition) -> SchemaType:
+    if isinstance(definition, PrimitiveSchema):
+        return SchemaType(definition.value)
+    if isinstance(definition, Avro):
+        return SchemaType.AVRO
+    if isinstance(definition, JsonSchema):
+        return SchemaType.JSON_SCHEMA
+    return SchemaType.PROTOBUF
+
+
+def _raw(definition: SchemaDefinition) -> str:
+    if isinstance(definition, Avro | JsonSchema):
+        return definition.schema.raw_schema
+    if isinstance(definition, Protobuf):
+        return definition.schema.raw_proto
+    return ""
+
+
 def _document_form(schema: Schema) -> str:
-    if schema.type in (SchemaType.AVRO, SchemaType.JSON_SCHEMA):
-        return json.dumps(json.loads(schema.raw), sort_keys=True, separators=(",", ":"))
+    return _form(schema.type, schema.raw)
+
+
+def _form(schema_type: SchemaType, raw: str) -> str:
+    if schema_type in (SchemaType.AVRO, SchemaType.JSON_SCHEMA):
+        return json.dumps(json.loads(raw), sort_keys=True, separators=(",", ":"))
     # A Protobuf canonical form is the whole descriptor; the scalars have no document.
     return ""

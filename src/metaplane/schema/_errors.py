@@ -4,16 +4,22 @@
     ├── NotFound
     │   ├── SubjectNotFound            no subject of that name
     │   ├── SchemaVersionNotFound      the subject has no such version
+    │   ├── ReferenceNotFound          a reference names a version that does not exist
     │   ├── SchemaIdNotFound           no subject holds that global schema id
     │   ├── TopicNotFound              a binding names a topic that does not exist
     │   └── TopicNotBound              the topic is bound to no subject
     ├── IncompatibleSchema             the new schema breaks the subject's mode (with reasons)
     ├── SubjectInUse                   topics are still bound to the subject being deleted
+    ├── SchemaReferenced               other versions reference the version being deleted
     ├── RegistryConflict               concurrent writers won every attempt; nothing written
     └── InvalidRequest
         ├── InvalidSchema              a document its format's own library rejects
+        ├── InvalidReference           a reference that cannot be one (its own subject, …)
         ├── UnknownSchemaType          a type name that is none of the registry's types
-        └── UnknownCompatibilityMode   a mode name that is none of the registry's modes
+        ├── UnknownCompatibilityMode   a mode name that is none of the registry's modes
+        ├── UnknownJsonSchemaDraft     a draft name that is none of JSON Schema's drafts
+        └── ValueTooLarge
+            └── SubjectTooLarge        the subject's history would not fit in one value
 
 Nothing is written when any of them is raised. The engine's errors carry the library's own
 message; the library's exception is their __cause__.
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from metaplane.store import InvalidRequest, MetadataError, NotFound
+from metaplane.store import InvalidRequest, MetadataError, NotFound, ValueTooLarge
 
 
 class InvalidSchema(InvalidRequest):
@@ -51,6 +57,46 @@ class UnknownCompatibilityMode(InvalidRequest):
         self.name = name
 
 
+class InvalidReference(InvalidRequest):
+    """A reference that cannot be made: to its own subject, of another schema type, a name
+    given twice, or a malformed NAME=SUBJECT:VERSION."""
+
+    def __init__(self, reference: object, message: str) -> None:
+        super().__init__(f"invalid reference {reference}: {message}")
+        self.reference = reference
+
+
+class SubjectTooLarge(ValueTooLarge):
+    """A registration (or another write) that would push the subject's metadata past the
+    store's value limit (seed 001 keeps every version inside `/schemas/{subject}/metadata`),
+    or the write that carries it past what one request may carry."""
+
+    def __init__(
+        self, subject: str, key: str, size: int, limit: int, versions: int, what: str = ""
+    ) -> None:
+        what = what or f"its metadata ({key}) would hold {versions} version(s) in"
+        InvalidRequest.__init__(
+            self,
+            f"schema subject {subject!r} is full: with this write {what} {size:,} bytes, above "
+            f"the limit of {limit:,} bytes. Delete versions no producer or consumer uses "
+            f"(metaplane schemas delete {subject} -v N), or register the schema under a new "
+            "subject",
+        )
+        self.key = key
+        self.size = size
+        self.limit = limit
+        self.subject = subject
+        self.versions = versions
+
+
+class UnknownJsonSchemaDraft(InvalidRequest):
+    """A JSON Schema draft name that names none of the drafts the registry reads."""
+
+    def __init__(self, name: object, known: list[str]) -> None:
+        super().__init__(f"unknown JSON Schema draft {name!r}: expected one of {', '.join(known)}")
+        self.name = name
+
+
 class SubjectNotFound(NotFound):
     """No subject of that name: its metadata key does not exist."""
 
@@ -66,6 +112,14 @@ class SchemaVersionNotFound(NotFound):
         super().__init__(key, f"schema subject {subject!r} has no version {version}")
         self.subject = subject
         self.version = version
+
+
+class ReferenceNotFound(NotFound):
+    """A reference names a subject or version that does not exist."""
+
+    def __init__(self, key: str, reference: object) -> None:
+        super().__init__(key, f"reference {reference}: no such schema version")
+        self.reference = reference
 
 
 class SchemaIdNotFound(NotFound):
@@ -114,6 +168,20 @@ class SubjectInUse(MetadataError):
         )
         self.subject = subject
         self.topics = list(topics)
+
+
+class SchemaReferenced(MetadataError):
+    """A version other versions reference (directly) cannot be deleted; delete them first."""
+
+    def __init__(self, subject: str, version: int, referrers: Sequence[str]) -> None:
+        shown = ", ".join(referrers)
+        super().__init__(
+            f"version {version} of schema subject {subject!r} is referenced by {shown}: "
+            "delete those versions first"
+        )
+        self.subject = subject
+        self.version = version
+        self.referrers = list(referrers)
 
 
 class RegistryConflict(MetadataError):

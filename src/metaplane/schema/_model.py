@@ -69,13 +69,36 @@ def parse_mode(name: str | CompatibilityMode) -> CompatibilityMode:
     raise UnknownCompatibilityMode(name, [member.value for member in CompatibilityMode])
 
 
+@dataclass(frozen=True, order=True)
+class SchemaReference:
+    """A schema's reference to another subject's version, as Confluent spells it: `name` is
+    what the document uses for it (a Protobuf import path, a JSON Schema `$ref` URI, an Avro
+    type's full name)."""
+
+    name: str
+    subject: str
+    version: int
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.subject}:{self.version}"
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """A reference with the schema it resolved to (itself parsed with its own references)."""
+
+    reference: SchemaReference
+    schema: Schema
+
+
 @dataclass(frozen=True)
 class Schema:
     """A parsed, validated schema document.
 
     Two schemas are equal when they have the same type and canonical form: documents that
-    differ only in layout are the same schema. `model` is the format's parsed form, for the
-    compatibility rules.
+    differ only in layout are the same schema. The canonical form of a schema with references
+    ends with them, so that the same text importing another version is another schema.
+    `model` is the format's parsed form, for the compatibility rules.
     """
 
     type: SchemaType
@@ -84,6 +107,11 @@ class Schema:
     fingerprint: str = field(compare=False)
     message_name: str | None = field(default=None, compare=False)
     model: object = field(default=None, repr=False, compare=False)
+    dependencies: tuple[Dependency, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def references(self) -> tuple[SchemaReference, ...]:
+        return tuple(dependency.reference for dependency in self.dependencies)
 
 
 @dataclass(frozen=True)

@@ -5,14 +5,14 @@ As in Danube, the document sent with them is ignored; the canonical form is the 
 
 from __future__ import annotations
 
-from metaplane.schema._format import ParsedDocument, SchemaFormat
+from metaplane.schema._format import ParseContext, ParsedDocument, SchemaFormat
 from metaplane.schema._model import Conflict
 
 
 def scalar_format(name: str) -> SchemaFormat[str]:
     """The format of the scalar type `name` (`bytes`, `string` or `number`)."""
 
-    def parse(document: str, message_name: str | None) -> ParsedDocument[str]:
+    def parse(document: str, context: ParseContext) -> ParsedDocument[str]:
         return ParsedDocument(canonical_form=name.encode(), model=name)
 
     return SchemaFormat(parse=parse, reader_conflicts=_same_scalar)
