@@ -1,6 +1,8 @@
 """What the registry's keys must say together, read from the store at one revision: each
 subject's metadata equals its version keys, ids and the id index agree, the counter is ahead of
-every id, and topic bindings agree with the subjects' `topics_using`."""
+every id, topic bindings agree with the subjects' `topics_using`, every reference names an
+existing version that lists it among its referrers (and the other way round), and no other key
+lives under /schemas."""
 
 from __future__ import annotations
 
@@ -8,8 +10,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from metaplane import layout
-from metaplane.layout import KeyKind
+from metaplane.layout import KeyKind, LayoutError
 from metaplane.resources import SchemaIdIndex, SchemaMetadata, SchemaVersion, decode
+from metaplane.schema import _keys as schema_keys
 from metaplane.store import MetadataStore
 
 
@@ -22,6 +25,11 @@ class RegistryKeys:
     index: dict[int, SchemaIdIndex] = field(default_factory=dict)
     counter: int | None = None
     bindings: dict[str, str] = field(default_factory=dict)
+    references: dict[str, schema_keys.References] = field(default_factory=dict)
+    referenced_by: dict[str, schema_keys.ReferencedBy] = field(default_factory=dict)
+    configs: dict[str, schema_keys.RegistryConfig] = field(
+        default_factory=dict
+    )  # "" is the global one
 
 
 async def read_registry(store: MetadataStore) -> RegistryKeys:
@@ -29,7 +37,11 @@ async def read_registry(store: MetadataStore) -> RegistryKeys:
     schemas = await store.list(layout.schemas_prefix())
     topics = await store.list(layout.topics_prefix(), revision=schemas.revision)
     for entry in [*schemas, *topics]:
-        parsed = layout.parse(entry.key)
+        try:
+            parsed = layout.parse(entry.key)
+        except LayoutError:
+            _registry_key(keys, entry.key, entry.value)
+            continue
         if parsed.kind is KeyKind.SCHEMA_METADATA and parsed.subject:
             keys.metadata[parsed.subject] = decode(SchemaMetadata, entry.value)
         elif parsed.kind is KeyKind.SCHEMA_VERSION and parsed.subject and parsed.version:
@@ -41,6 +53,26 @@ async def read_registry(store: MetadataStore) -> RegistryKeys:
         elif parsed.kind is KeyKind.TOPIC_SCHEMA_SUBJECT and parsed.topic_name:
             keys.bindings[parsed.topic_name.path] = decode(str, entry.value)
     return keys
+
+
+def _registry_key(found: RegistryKeys, key: str, value: bytes) -> None:
+    """One of the registry's keys beside seed 001's (schema._keys); anything else is a stray."""
+    if key == schema_keys.global_config():
+        found.configs[""] = decode(schema_keys.RegistryConfig, value)
+        return
+    subject, _, leaf = key.removeprefix(layout.schemas_prefix() + "/").partition("/")
+    assert leaf in (schema_keys.REFERENCES, schema_keys.REFERENCED_BY, schema_keys.CONFIG), (
+        f"stray key {key}"
+    )
+    if leaf == schema_keys.REFERENCES:
+        assert key == schema_keys.references(subject)
+        found.references[subject] = decode(schema_keys.References, value)
+    elif leaf == schema_keys.REFERENCED_BY:
+        assert key == schema_keys.referenced_by(subject)
+        found.referenced_by[subject] = decode(schema_keys.ReferencedBy, value)
+    else:
+        assert key == schema_keys.subject_config(subject)
+        found.configs[subject] = decode(schema_keys.RegistryConfig, value)
 
 
 async def assert_consistent(store: MetadataStore) -> RegistryKeys:
@@ -57,6 +89,7 @@ async def assert_consistent(store: MetadataStore) -> RegistryKeys:
     if ids:
         assert keys.counter is not None and keys.counter > max(ids)
     assert_bindings(keys)
+    assert_references(keys)
     return keys
 
 
@@ -70,6 +103,28 @@ def assert_subject(
         assert versions[version.version] == version, f"{subject} v{version.version} differs"
     assert numbers, f"{subject} has no version"
     assert metadata.latest_version >= numbers[-1]
+
+
+def assert_references(found: RegistryKeys) -> None:
+    """Every reference names an existing version of another subject, which lists it among
+    its referrers; every referrer listed holds that reference; no empty map is kept."""
+    edges = set()
+    for subject, by_version in found.references.items():
+        assert subject in found.metadata, f"references of a subject without metadata: {subject}"
+        assert by_version, f"{subject}: an empty references key is kept"
+        for number, entries in by_version.items():
+            assert int(number) in found.versions[subject], f"{subject}: references of v{number}"
+            for entry in entries:
+                assert entry.subject != subject
+                assert entry.version in found.versions.get(entry.subject, {}), entry
+                edges.add((subject, int(number), entry.subject, entry.version))
+    listed = set()
+    for subject, referrers_by_version in found.referenced_by.items():
+        assert referrers_by_version, f"{subject}: an empty referenced_by key is kept"
+        for number, referrers in referrers_by_version.items():
+            for referrer in referrers:
+                listed.add((referrer.subject, referrer.version, subject, int(number)))
+    assert edges == listed, f"references {sorted(edges)} != referenced_by {sorted(listed)}"
 
 
 def assert_bindings(keys: RegistryKeys) -> None:

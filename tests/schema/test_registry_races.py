@@ -11,7 +11,14 @@ import pytest
 
 from metaplane import layout
 from metaplane.layout import TopicName
-from metaplane.schema import IncompatibleSchema, RegistryConflict, SchemaRegistry, parse_schema
+from metaplane.schema import (
+    IncompatibleSchema,
+    ReferenceNotFound,
+    RegistryConflict,
+    SchemaReferenced,
+    SchemaRegistry,
+    parse_schema,
+)
 from metaplane.store import MemoryStore, Txn, TxnResult
 from tests.schema.consistency import assert_consistent
 
@@ -187,3 +194,40 @@ async def test_a_topic_deleted_and_created_again_meanwhile_is_bound_afresh(
     await registry.bind_topic(topic, "s")
     assert registry.conflicts == 1
     assert (await assert_consistent(store)).bindings == {"/default/orders": "s"}
+
+
+# References: the referenced version and its referrers race through `referenced_by`.
+
+MONEY = 'syntax = "proto3";\npackage common;\nmessage Money { int64 units = 1; }\n'
+ORDER = (
+    'syntax = "proto3";\npackage shop;\nimport "common/money.proto";\n'
+    "message Order { common.Money total = 1; }\n"
+)
+
+
+async def test_a_referenced_version_deleted_meanwhile_refuses_the_registration(
+    store: RacingStore, registry: SchemaRegistry
+) -> None:
+    await registry.register("money", "proto", MONEY)
+    await registry.register("money", "proto", MONEY.replace("}\n", "string note = 2; }\n"))
+    other = SchemaRegistry(store)
+    store.before_next_writes(lambda: other.delete_version("money", 1))
+    with pytest.raises(ReferenceNotFound, match=r"common/money\.proto=money:1"):
+        await registry.register("orders", "proto", ORDER, references=["common/money.proto=money:1"])
+    keys = await assert_consistent(store)
+    assert "orders" not in keys.metadata and keys.referenced_by == {}
+
+
+async def test_a_referrer_registered_meanwhile_keeps_its_version_from_deletion(
+    store: RacingStore, registry: SchemaRegistry
+) -> None:
+    await registry.register("money", "proto", MONEY)
+    await registry.register("money", "proto", MONEY.replace("}\n", "string note = 2; }\n"))
+    other = SchemaRegistry(store)
+    store.before_next_writes(
+        lambda: other.register("orders", "proto", ORDER, references=["common/money.proto=money:1"])
+    )
+    with pytest.raises(SchemaReferenced, match="orders version 1"):
+        await registry.delete_version("money", 1)
+    keys = await assert_consistent(store)
+    assert sorted(keys.versions["money"]) == [1, 2] and registry.conflicts == 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import msgspec
@@ -21,22 +21,65 @@ from metaplane.resources import (
     SchemaVersion,
     encode,
 )
+from metaplane.schema import _keys as keys
 from metaplane.schema._compat import check
-from metaplane.schema._definition import definition_of, identical, schema_of
+from metaplane.schema._definition import (
+    definition_of,
+    identical,
+    identical_by_fingerprint,
+    schema_of,
+    type_of,
+)
 from metaplane.schema._errors import (
     IncompatibleSchema,
     InvalidSchema,
+    ReferenceNotFound,
     SchemaIdNotFound,
+    SchemaReferenced,
     SchemaVersionNotFound,
     SubjectInUse,
     SubjectNotFound,
+    SubjectTooLarge,
     TopicNotBound,
     TopicNotFound,
 )
-from metaplane.schema._model import CompatibilityResult, Schema, SchemaType, parse_mode
+from metaplane.schema._json_node import Draft
+from metaplane.schema._jsonschema import parse_draft
+from metaplane.schema._keys import ReferencedBy, References, Referrer, RegistryConfig
+from metaplane.schema._model import (
+    CompatibilityResult,
+    Dependency,
+    Schema,
+    SchemaReference,
+    SchemaType,
+    parse_mode,
+)
 from metaplane.schema._parse import parse_schema
+from metaplane.schema._references import (
+    Dependencies,
+    checked_references,
+    describe,
+    entries,
+    stored_schema,
+    with_referrer,
+    without_referrers,
+)
 from metaplane.schema._transact import Commit, Decision, Done, Read, Snapshot, WriteLoop
-from metaplane.store import Compare, Delete, DeletePrefix, Entry, Get, MetadataStore, Put
+from metaplane.store import (
+    MAX_VALUE_BYTES,
+    Compare,
+    Delete,
+    DeletePrefix,
+    Entry,
+    Get,
+    MetadataStore,
+    Put,
+)
+
+MAX_WRITE_BYTES = 1_507_328
+"""The most bytes one registry write may put: etcd refuses a request above 1.5 MiB (its
+default `--max-request-bytes`), and a registration writes its version twice (its own key and
+the metadata); 64 KiB are left for keys, compares and framing."""
 
 DEFAULT_ATTEMPTS = 100
 """How many lost races in a row a write survives before it gives up with RegistryConflict:
@@ -50,16 +93,26 @@ def unix_seconds() -> int:
 
 @dataclass(frozen=True)
 class SubjectVersion:
-    """One version of a subject as read: the subject, its global id, the stored version."""
+    """One version of a subject as read: the subject, its global id, the stored version, the
+    references it was registered with and (when they resolved) the schemas they name."""
 
     subject: str
     schema_id: int
     version: SchemaVersion
+    references: tuple[SchemaReference, ...] = ()
+    dependencies: tuple[Dependency, ...] | None = ()
+    json_schema_draft: str | None = None
 
     @property
     def schema(self) -> Schema:
         """The version's document parsed again (cached), for checks and serialisation."""
-        return schema_of(self.version.schema_def)
+        if self.dependencies is None:
+            raise InvalidSchema(
+                type_of(self.version.schema_def).value,
+                f"version {self.version.version} of {self.subject!r} references a version "
+                "that no longer resolves",
+            )
+        return stored_schema(self.subject, self.version, self.dependencies, self.json_schema_draft)
 
 
 @dataclass(frozen=True)
@@ -75,26 +128,46 @@ class Registration:
     version: SchemaVersion
     created: bool
     revision: int
+    references: tuple[SchemaReference, ...] = ()
 
 
-@dataclass(frozen=True)
-class _Draft:
-    """A schema on its way to becoming a version, with what its registrant said of it."""
+@dataclass
+class _Candidate:
+    """A document on its way to becoming a version, with what its registrant said of it;
+    parsed once for each set of resolved references and draft (a retry reuses it)."""
 
-    schema: Schema
+    schema_type: SchemaType
+    document: str | bytes
+    message_name: str | None
+    references: tuple[SchemaReference, ...]
     description: str
     tags: tuple[str, ...]
     created_by: str
+    parsed: dict[tuple[object, ...], Schema] = field(default_factory=dict)
 
-    def version(self, number: int, now: int) -> SchemaVersion:
+    def schema(self, dependencies: tuple[Dependency, ...], draft: str | None) -> Schema:
+        key = (dependencies, draft)
+        found = self.parsed.get(key)
+        if found is None:
+            found = parse_schema(
+                self.schema_type,
+                self.document,
+                message_name=self.message_name,
+                references=dependencies,
+                json_schema_draft=draft,
+            )
+            self.parsed[key] = found
+        return found
+
+    def version(self, schema: Schema, number: int, now: int) -> SchemaVersion:
         # description and deprecation_message are always written: Danube's reader needs them.
         return SchemaVersion(
             created_at=now,
             created_by=self.created_by,
             version=number,
-            fingerprint=self.schema.fingerprint,
+            fingerprint=schema.fingerprint,
             is_deprecated=False,
-            schema_def=definition_of(self.schema),
+            schema_def=definition_of(schema),
             tags=list(self.tags),
             description=self.description,
             deprecation_message=None,
@@ -104,9 +177,10 @@ class _Draft:
 class SchemaRegistry:
     """Subjects, their versions and global ids, on a metadata store.
 
-    A new subject takes the global default mode (stored, else `default_mode`) and the next
-    global id. Writes raise the typed errors of `metaplane.schema` and write nothing when they
-    do; reads go to the store, through `_read` and `_keys` (where a LocalCache will take over).
+    A new subject takes the global default mode (stored, else `default_mode`), the global
+    JSON Schema draft setting if one is stored, and the next global id. Writes raise the
+    typed errors of `metaplane.schema` and write nothing when they do; reads go to the store,
+    through `_read`, `_keys` and read-only plans (where a LocalCache will take over).
     """
 
     def __init__(
@@ -141,40 +215,74 @@ class SchemaRegistry:
         description: str = "",
         tags: Iterable[str] = (),
         created_by: str | None = None,
+        references: Iterable[SchemaReference | str | tuple[str, str, int]] = (),
     ) -> Registration:
         """Register `document` under `subject`: a new subject, a new version, or the existing
         version when an identical one exists (nothing written).
 
-        One transaction writes the version key (absent before), the metadata (unchanged since
-        read), and for a new subject the id index (absent) and the id counter (unchanged).
-        Raises InvalidSchema / UnknownSchemaType before any I/O, IncompatibleSchema when the
-        subject's mode refuses it, RegistryConflict when concurrent writers always win.
+        `references` name other subjects' versions the document uses (Protobuf imports, JSON
+        Schema `$ref`s to other documents, Avro named types): SchemaReference or
+        `NAME=SUBJECT:VERSION`. One transaction writes the version key (absent before), the
+        metadata (unchanged since read), for a new subject the id index (absent) and the id
+        counter (unchanged), and for references the subject's `references` and each referenced
+        subject's `referenced_by` (unchanged, the referenced versions still there). Raises
+        UnknownSchemaType, InvalidName, InvalidReference before any I/O; InvalidSchema,
+        ReferenceNotFound, IncompatibleSchema, SubjectTooLarge before any write;
+        RegistryConflict when concurrent writers always win.
         """
-        schema = parse_schema(schema_type, document, message_name=message_name)
-        draft = _Draft(schema, description, tuple(tags), created_by or self._created_by)
-        keys = (
-            layout.schema_metadata(subject),
+        kind = SchemaType.parse(schema_type)
+        metadata_key = layout.schema_metadata(subject)
+        candidate = _Candidate(
+            kind,
+            document,
+            message_name,
+            checked_references(subject, references),
+            description,
+            tuple(tags),
+            created_by or self._created_by,
+        )
+        read = (
+            metadata_key,
             layout.next_schema_id(),
             layout.default_compatibility_mode(),
+            keys.global_config(),
+            keys.subject_config(subject),
+            keys.references(subject),
+            keys.referenced_by(subject),
         )
-        plan = partial(self._plan_registration, subject, draft)
-        return await self._writes.run(f"register {subject}", keys, plan)
+        plan = partial(self._plan_registration, subject, candidate)
+        return await self._writes.run(f"register {subject}", read, plan)
 
     def _plan_registration(
-        self, subject: str, draft: _Draft, snapshot: Snapshot
+        self, subject: str, candidate: _Candidate, snapshot: Snapshot
     ) -> Decision[Registration]:
         metadata_key = layout.schema_metadata(subject)
         metadata = snapshot.value(metadata_key, SchemaMetadata)
+        draft = _subject_draft(snapshot, subject, new=metadata is None)
+        reading = Dependencies(snapshot)
+        resolved = reading.resolve(candidate.references)
+        previous = (
+            None
+            if metadata is None
+            else _previous(metadata, metadata.compatibility_mode, reading, draft)
+        )
+        if reading.missing:
+            return Read(sorted(reading.missing))
+        assert resolved is not None
+        schema = candidate.schema(resolved, draft)
         if metadata is None:
-            return self._plan_new_subject(subject, draft, snapshot)
-        existing = _identical_version(metadata, draft.schema)
+            return self._plan_new_subject(subject, candidate, schema, snapshot)
+        existing = _identical_version(metadata, schema, reading, draft)
         if existing is not None:
             revision = snapshot.mod_revision(metadata_key)
-            return Done(Registration(subject, metadata.id, existing, False, revision))
-        _require_compatible(metadata, draft.schema)
+            return Done(
+                Registration(subject, metadata.id, existing, False, revision, schema.references)
+            )
+        assert previous is not None
+        _require_compatible(metadata, schema, previous)
         number = _free_version(subject, metadata.latest_version, snapshot)
         now = self._clock()
-        version = draft.version(number, now)
+        version = candidate.version(schema, number, now)
         updated = msgspec.structs.replace(
             metadata,
             latest_version=number,
@@ -182,25 +290,38 @@ class SchemaRegistry:
             versions=[*metadata.versions, version],
         )
         version_key = layout.schema_version(subject, number)
+        linked = _reference_writes(subject, number, schema, snapshot)
+        if isinstance(linked, Read):
+            return linked
+        compares, operations = linked
         return Commit(
-            compares=[*snapshot.unchanged(metadata_key), Compare.absent(version_key)],
-            operations=[Put(version_key, encode(version)), Put(metadata_key, encode(updated))],
-            outcome=lambda revision: Registration(subject, metadata.id, version, True, revision),
+            compares=[
+                *snapshot.unchanged(metadata_key, keys.subject_config(subject)),
+                Compare.absent(version_key),
+                *compares,
+            ],
+            operations=_fitting(
+                updated,
+                [_version_put(subject, version_key, version), _metadata_put(updated), *operations],
+            ),
+            outcome=lambda revision: Registration(
+                subject, metadata.id, version, True, revision, schema.references
+            ),
             watch=[version_key],
             queue=metadata_key,
         )
 
     def _plan_new_subject(
-        self, subject: str, draft: _Draft, snapshot: Snapshot
+        self, subject: str, candidate: _Candidate, schema: Schema, snapshot: Snapshot
     ) -> Decision[Registration]:
         schema_id = _free_schema_id(snapshot)
         number = _free_version(subject, 0, snapshot)
         now = self._clock()
-        version = draft.version(number, now)
+        version = candidate.version(schema, number, now)
         metadata = SchemaMetadata(
             compatibility_mode=self._stored_default_mode(snapshot),
             created_at=now,
-            created_by=draft.created_by,
+            created_by=candidate.created_by,
             id=schema_id,
             latest_version=number,
             subject=subject,
@@ -209,23 +330,40 @@ class SchemaRegistry:
             versions=[version],
         )
         index = SchemaIdIndex(schema_id=schema_id, subject=subject)
-        keys = _NewSubjectKeys(subject, number, schema_id)
+        new = _NewSubjectKeys(subject, number, schema_id)
+        linked = _reference_writes(subject, number, schema, snapshot)
+        if isinstance(linked, Read):
+            return linked
+        compares, operations = linked
         return Commit(
             compares=[
-                Compare.absent(keys.metadata),
-                Compare.absent(keys.version),
-                Compare.absent(keys.index),
-                *snapshot.unchanged(keys.counter, keys.default_mode),
+                Compare.absent(new.metadata),
+                Compare.absent(new.version),
+                Compare.absent(new.index),
+                *snapshot.unchanged(
+                    new.counter,
+                    new.default_mode,
+                    keys.global_config(),
+                    keys.subject_config(subject),
+                ),
+                *compares,
             ],
-            operations=[
-                Put(keys.version, encode(version)),
-                Put(keys.metadata, encode(metadata)),
-                Put(keys.index, encode(index)),
-                Put(keys.counter, encode(schema_id + 1)),
-            ],
-            outcome=lambda revision: Registration(subject, schema_id, version, True, revision),
-            watch=[keys.version, keys.index],
-            queue=keys.counter,
+            operations=_fitting(
+                metadata,
+                [
+                    _version_put(subject, new.version, version),
+                    _metadata_put(metadata),
+                    Put(new.index, encode(index)),
+                    Put(new.counter, encode(schema_id + 1)),
+                    *_inherited_config(subject, snapshot),
+                    *operations,
+                ],
+            ),
+            outcome=lambda revision: Registration(
+                subject, schema_id, version, True, revision, schema.references
+            ),
+            watch=[new.version, new.index],
+            queue=new.counter,
         )
 
     def _stored_default_mode(self, snapshot: Snapshot) -> CompatibilityMode:
@@ -242,14 +380,31 @@ class SchemaRegistry:
         *,
         mode: CompatibilityMode | str | None = None,
         message_name: str | None = None,
+        references: Iterable[SchemaReference | str | tuple[str, str, int]] = (),
     ) -> CompatibilityResult:
         """Whether `document` could be registered under `subject` now, under the subject's
         mode or `mode`; writes nothing."""
-        schema = parse_schema(schema_type, document, message_name=message_name)
+        kind = SchemaType.parse(schema_type)
         override = None if mode is None else parse_mode(mode)
-        metadata = await self.describe(subject)
-        chosen = metadata.compatibility_mode if override is None else override
-        return check(schema, _previous(metadata, chosen), chosen)
+        candidate = _Candidate(
+            kind, document, message_name, checked_references(subject, references), "", (), ""
+        )
+        metadata_key = layout.schema_metadata(subject)
+
+        def plan(snapshot: Snapshot) -> Decision[CompatibilityResult]:
+            metadata = _metadata(snapshot, subject)
+            chosen = metadata.compatibility_mode if override is None else override
+            draft = _subject_draft(snapshot, subject, new=False)
+            reading = Dependencies(snapshot)
+            resolved = reading.resolve(candidate.references)
+            previous = _previous(metadata, chosen, reading, draft)
+            if reading.missing:
+                return Read(sorted(reading.missing))
+            assert resolved is not None and previous is not None
+            return Done(check(candidate.schema(resolved, draft), previous, chosen))
+
+        read = [metadata_key, keys.subject_config(subject), keys.references(subject)]
+        return await self._writes.run(f"check against {subject}", read, plan)
 
     async def mode(self, subject: str) -> CompatibilityMode:
         """The subject's compatibility mode."""
@@ -281,6 +436,65 @@ class SchemaRegistry:
         """Set the global default mode (for subjects created from now on); returns the
         revision."""
         return await self._store.put(layout.default_compatibility_mode(), encode(parse_mode(mode)))
+
+    # -- the JSON Schema draft of undeclared documents -----------------------------------
+
+    async def json_schema_draft(self, subject: str | None = None) -> str:
+        """The draft a JSON Schema document without `$schema` is read as: in `subject` (its
+        setting; for a subject not created yet, the global one), or in subjects created from
+        now on (None)."""
+        config_key = keys.global_config() if subject is None else keys.subject_config(subject)
+        read = [config_key, keys.global_config()]
+        if subject is not None:
+            read.append(layout.schema_metadata(subject))
+        snapshot = await self._read(*dict.fromkeys(read))
+        if subject is None:
+            found = _config_draft(snapshot, keys.global_config())
+        else:
+            exists = snapshot.exists(layout.schema_metadata(subject))
+            found = _subject_draft(snapshot, subject, new=not exists)
+        return _draft_of(found).label
+
+    async def set_json_schema_draft(self, draft: str, subject: str | None = None) -> int:
+        """Read undeclared JSON Schema documents of `subject` as `draft` (`draft-07`,
+        `2020-12`, …), or, with no subject, those of subjects created from now on. A subject's
+        existing versions are read again under the new draft: one that would not parse is
+        refused (InvalidSchema names it) and nothing is written. Returns the revision."""
+        chosen = _draft_of(draft).label
+        if subject is None:
+            return await self._set_global_draft(chosen)
+        config_key = keys.subject_config(subject)
+        metadata_key = layout.schema_metadata(subject)
+
+        def plan(snapshot: Snapshot) -> Decision[int]:
+            if _config_draft(snapshot, config_key) == chosen:
+                return Done(snapshot.mod_revision(config_key))
+            metadata = snapshot.value(metadata_key, SchemaMetadata)
+            if metadata is not None:
+                reading = Dependencies(snapshot)
+                _previous(metadata, CompatibilityMode.FULL_TRANSITIVE, reading, chosen)
+                if reading.missing:
+                    return Read(sorted(reading.missing))
+            config = _with_draft(snapshot.value(config_key, RegistryConfig), chosen)
+            return Commit(
+                compares=snapshot.unchanged(config_key, metadata_key, keys.references(subject)),
+                operations=[Put(config_key, encode(config))],
+                outcome=_revision,
+            )
+
+        read = [config_key, metadata_key, keys.references(subject)]
+        return await self._writes.run(f"set the JSON Schema draft of {subject}", read, plan)
+
+    async def _set_global_draft(self, chosen: str) -> int:
+        key = keys.global_config()
+
+        def plan(snapshot: Snapshot) -> Decision[int]:
+            if _config_draft(snapshot, key) == chosen:
+                return Done(snapshot.mod_revision(key))
+            config = _with_draft(snapshot.value(key, RegistryConfig), chosen)
+            return Commit(snapshot.unchanged(key), [Put(key, encode(config))], _revision)
+
+        return await self._writes.run("set the global JSON Schema draft", [key], plan)
 
     # -- versions: deprecate, delete -----------------------------------------------------
 
@@ -317,7 +531,9 @@ class SchemaRegistry:
         """Delete one version: its key goes and the metadata drops it, in one transaction.
 
         Its number is never given again. Deleting the last version deletes the subject
-        (SubjectInUse while topics are bound to it). Returns the revision.
+        (SubjectInUse while topics are bound to it). A version other versions reference
+        cannot be deleted (SchemaReferenced); the versions this one referenced no longer
+        list it among their referrers. Returns the revision.
         """
         metadata_key = layout.schema_metadata(subject)
 
@@ -326,22 +542,41 @@ class SchemaRegistry:
             _version_in(metadata, version)
             if len(metadata.versions) == 1:
                 return _subject_deletion(snapshot, metadata)
+            _require_unreferenced(snapshot, subject, [version])
+            released = _released_references(snapshot, subject, [version])
+            if isinstance(released, Read):
+                return released
+            compares, operations = released
             versions = [v for v in metadata.versions if v.version != version]
             updated = msgspec.structs.replace(metadata, versions=versions, updated_at=self._clock())
-            gone = Delete(layout.schema_version(subject, version))
-            return _rewrite(snapshot, metadata_key, updated, gone)
+            return Commit(
+                compares=[
+                    *snapshot.unchanged(metadata_key, keys.referenced_by(subject)),
+                    *compares,
+                ],
+                operations=[
+                    _metadata_put(updated),
+                    Delete(layout.schema_version(subject, version)),
+                    *operations,
+                ],
+                outcome=_revision,
+            )
 
-        return await self._writes.run(f"delete {subject} v{version}", [metadata_key], plan)
+        read = [metadata_key, keys.references(subject), keys.referenced_by(subject)]
+        return await self._writes.run(f"delete {subject} v{version}", read, plan)
 
     async def delete_subject(self, subject: str) -> int:
-        """Delete a subject: metadata, every version and its id index, in one transaction.
-        SubjectInUse while topics are bound to it. Returns the revision."""
+        """Delete a subject: metadata, every version, its references and settings, and its
+        id index, in one transaction. SubjectInUse while topics are bound to it,
+        SchemaReferenced while other subjects' versions reference one of its versions.
+        Returns the revision."""
         metadata_key = layout.schema_metadata(subject)
 
         def plan(snapshot: Snapshot) -> Decision[int]:
             return _subject_deletion(snapshot, _metadata(snapshot, subject))
 
-        return await self._writes.run(f"delete {subject}", [metadata_key], plan)
+        read = [metadata_key, keys.references(subject), keys.referenced_by(subject)]
+        return await self._writes.run(f"delete {subject}", read, plan)
 
     # -- topics --------------------------------------------------------------------------
 
@@ -352,9 +587,9 @@ class SchemaRegistry:
         TopicNotFound if the topic does not exist. Returns the revision.
         """
         binding = layout.topic_schema_subject(topic)
-        keys = [binding, layout.topic_root(topic), layout.schema_metadata(subject)]
+        read = [binding, layout.topic_root(topic), layout.schema_metadata(subject)]
         plan = partial(_plan_binding, topic, subject, self._clock)
-        return await self._writes.run(f"bind {topic} to {subject}", keys, plan)
+        return await self._writes.run(f"bind {topic} to {subject}", read, plan)
 
     async def unbind_topic(self, topic: TopicName) -> int:
         """Unbind `topic` from its subject, in the same way; TopicNotBound if it is not
@@ -370,20 +605,30 @@ class SchemaRegistry:
     # -- reads ---------------------------------------------------------------------------
 
     async def get(self, subject: str, version: int | None = None) -> SubjectVersion:
-        """A version of `subject` (its latest when `version` is None), from its own key."""
+        """A version of `subject` (its latest when `version` is None), from its own key, with
+        its references and the schemas they resolve to."""
         metadata_key = layout.schema_metadata(subject)
-        if version is None:
-            metadata = _metadata(await self._read(metadata_key), subject)
-            if not metadata.versions:
-                raise SchemaVersionNotFound(metadata_key, subject, metadata.latest_version)
-            return SubjectVersion(subject, metadata.id, metadata.versions[-1])
-        version_key = layout.schema_version(subject, version)
-        snapshot = await self._read(metadata_key, version_key)
-        metadata = _metadata(snapshot, subject)
-        stored = snapshot.value(version_key, SchemaVersion)
-        if stored is None:
-            raise SchemaVersionNotFound(version_key, subject, version)
-        return SubjectVersion(subject, metadata.id, stored)
+        version_key = None if version is None else layout.schema_version(subject, version)
+
+        def plan(snapshot: Snapshot) -> Decision[SubjectVersion]:
+            metadata = _metadata(snapshot, subject)
+            stored = _chosen_version(snapshot, metadata, version_key, version)
+            reading = Dependencies(snapshot)
+            draft = _subject_draft(snapshot, subject, new=False)
+            references = reading.references_of(subject, stored.version) or ()
+            try:
+                dependencies = reading.resolve(references)
+            except (ReferenceNotFound, InvalidSchema):
+                dependencies = None
+            if reading.missing:
+                return Read(sorted(reading.missing))
+            found = SubjectVersion(subject, metadata.id, stored, references, dependencies, draft)
+            return Done(found)
+
+        read = [metadata_key, keys.subject_config(subject), keys.references(subject)]
+        if version_key is not None:
+            read.append(version_key)
+        return await self._writes.run(f"read {subject}", read, plan)
 
     async def get_by_id(self, schema_id: int, version: int | None = None) -> SubjectVersion:
         """A version (the latest by default) of the subject that holds global id `schema_id`."""
@@ -399,6 +644,17 @@ class SchemaRegistry:
             raise SchemaIdNotFound(index_key, schema_id)
         return found
 
+    async def references(self, subject: str, version: int) -> tuple[SchemaReference, ...]:
+        """The references version `version` of `subject` was registered with."""
+        found = await self.get(subject, version)
+        return found.references
+
+    async def referenced_by(self, subject: str, version: int) -> list[tuple[str, int]]:
+        """The (subject, version) pairs whose versions reference this version directly."""
+        key = keys.referenced_by(subject)
+        found = (await self._read(key)).value(key, ReferencedBy) or {}
+        return [(r.subject, r.version) for r in found.get(keys.version_field(version), [])]
+
     async def describe(self, subject: str) -> SchemaMetadata:
         """The subject's metadata: its id, mode, versions and the topics bound to it."""
         key = layout.schema_metadata(subject)
@@ -410,10 +666,10 @@ class SchemaRegistry:
 
     async def subjects(self) -> list[str]:
         """Every subject, sorted."""
-        keys = await self._keys(layout.schemas_prefix())
+        found = await self._keys(layout.schemas_prefix())
         return sorted(
             parsed.subject
-            for parsed in map(_parsed_key, keys)
+            for parsed in map(_parsed_key, found)
             if parsed is not None and parsed.kind is KeyKind.SCHEMA_METADATA and parsed.subject
         )
 
@@ -423,12 +679,12 @@ class SchemaRegistry:
         """The keys under `prefix`."""
         return (await self._store.list(prefix, keys_only=True)).keys()
 
-    async def _read(self, *keys: str) -> Snapshot:
-        """`keys` at one revision."""
-        if len(keys) == 1:
-            return Snapshot({keys[0]: await self._store.get(keys[0])})
-        result = await self._store.txn((), [Get(key) for key in keys], ())
-        return Snapshot.of(keys, result)
+    async def _read(self, *wanted: str) -> Snapshot:
+        """`wanted` at one revision."""
+        if len(wanted) == 1:
+            return Snapshot({wanted[0]: await self._store.get(wanted[0])})
+        result = await self._store.txn((), [Get(key) for key in wanted], ())
+        return Snapshot.of(wanted, result)
 
 
 # Plans shared by several writes ------------------------------------------------------------
@@ -479,10 +735,31 @@ def _version_in(metadata: SchemaMetadata, number: int) -> SchemaVersion:
     raise SchemaVersionNotFound(key, metadata.subject, number)
 
 
-def _identical_version(metadata: SchemaMetadata, schema: Schema) -> SchemaVersion | None:
+def _chosen_version(
+    snapshot: Snapshot, metadata: SchemaMetadata, version_key: str | None, number: int | None
+) -> SchemaVersion:
+    if version_key is None or number is None:
+        if not metadata.versions:
+            key = layout.schema_metadata(metadata.subject)
+            raise SchemaVersionNotFound(key, metadata.subject, metadata.latest_version)
+        return metadata.versions[-1]
+    stored = snapshot.value(version_key, SchemaVersion)
+    if stored is None:
+        raise SchemaVersionNotFound(version_key, metadata.subject, number)
+    return stored
+
+
+def _identical_version(
+    metadata: SchemaMetadata, schema: Schema, reading: Dependencies, draft: str | None
+) -> SchemaVersion | None:
     for version in metadata.versions:
+        if reading.references_of(metadata.subject, version.version) or schema.references:
+            # Versions with references were fingerprinted by this registry, references included.
+            if identical_by_fingerprint(schema, version.schema_def, version.fingerprint):
+                return version
+            continue
         try:
-            stored = schema_of(version.schema_def)
+            stored = schema_of(version.schema_def, (), draft)
         except InvalidSchema:
             continue  # a version another writer stored unparsable is identical to nothing
         if identical(schema, stored):
@@ -490,27 +767,31 @@ def _identical_version(metadata: SchemaMetadata, schema: Schema) -> SchemaVersio
     return None
 
 
-def _require_compatible(metadata: SchemaMetadata, schema: Schema) -> None:
+def _require_compatible(
+    metadata: SchemaMetadata, schema: Schema, previous: Mapping[int, Schema]
+) -> None:
     mode = metadata.compatibility_mode
-    result = check(schema, _previous(metadata, mode), mode)
+    result = check(schema, previous, mode)
     if not result.ok:
         raise IncompatibleSchema(metadata.subject, mode.value, result.reasons)
 
 
-def _previous(metadata: SchemaMetadata, mode: CompatibilityMode) -> Mapping[int, Schema]:
-    """The versions `mode` checks a new schema against, parsed: none, the latest, or all."""
+def _previous(
+    metadata: SchemaMetadata, mode: CompatibilityMode, reading: Dependencies, draft: str | None
+) -> dict[int, Schema] | None:
+    """The versions `mode` checks a new schema against, parsed with their references: none,
+    the latest, or all; None while the snapshot lacks keys their references need."""
     if mode is CompatibilityMode.NONE or not metadata.versions:
         return {}
     chosen = metadata.versions if mode.transitive else metadata.versions[-1:]
-    return {version.version: _stored_schema(metadata.subject, version) for version in chosen}
-
-
-def _stored_schema(subject: str, version: SchemaVersion) -> Schema:
-    try:
-        return schema_of(version.schema_def)
-    except InvalidSchema as error:
-        stored = f"version {version.version} of {subject!r} as stored: {error.reason}"
-        raise InvalidSchema(error.schema_type, stored) from error
+    parsed: dict[int, Schema] = {}
+    for version in chosen:
+        references = reading.references_of(metadata.subject, version.version)
+        dependencies = () if not references else reading.resolve(references)
+        if references is None or dependencies is None:
+            continue
+        parsed[version.version] = stored_schema(metadata.subject, version, dependencies, draft)
+    return None if reading.missing else parsed
 
 
 def _free_version(subject: str, latest: int, snapshot: Snapshot) -> int:
@@ -532,29 +813,187 @@ def _free_schema_id(snapshot: Snapshot) -> int:
     return schema_id
 
 
+def _metadata_put(metadata: SchemaMetadata) -> Put:
+    """The metadata's write, refused with SubjectTooLarge (naming the subject, the limit and
+    what to do) when seed 001's one value could no longer hold the subject's history."""
+    key = layout.schema_metadata(metadata.subject)
+    value = encode(metadata)
+    if len(value) > MAX_VALUE_BYTES:
+        raise SubjectTooLarge(
+            metadata.subject, key, len(value), MAX_VALUE_BYTES, len(metadata.versions)
+        )
+    return Put(key, value)
+
+
+def _fitting(metadata: SchemaMetadata, operations: list[Put | Delete]) -> list[Put | Delete]:
+    """`operations`, if one request can carry them; else SubjectTooLarge."""
+    size = sum(len(op.value) for op in operations if isinstance(op, Put))
+    if size > MAX_WRITE_BYTES:
+        key = layout.schema_metadata(metadata.subject)
+        what = "its new version and its metadata would be written in"
+        versions = len(metadata.versions)
+        raise SubjectTooLarge(metadata.subject, key, size, MAX_WRITE_BYTES, versions, what)
+    return operations
+
+
+def _version_put(subject: str, key: str, version: SchemaVersion) -> Put:
+    value = encode(version)
+    if len(value) > MAX_VALUE_BYTES:
+        raise SubjectTooLarge(subject, key, len(value), MAX_VALUE_BYTES, 1)
+    return Put(key, value)
+
+
 def _rewrite(
     snapshot: Snapshot, metadata_key: str, metadata: SchemaMetadata, *also: Put | Delete
 ) -> Commit[int]:
     """Write the metadata back, and `also`, if it is unchanged since `snapshot`."""
     return Commit(
         compares=snapshot.unchanged(metadata_key),
-        operations=[Put(metadata_key, encode(metadata)), *also],
+        operations=_fitting(metadata, [_metadata_put(metadata), *also]),
         outcome=_revision,
     )
 
 
-def _subject_deletion(snapshot: Snapshot, metadata: SchemaMetadata) -> Commit[int]:
+def _subject_deletion(snapshot: Snapshot, metadata: SchemaMetadata) -> Decision[int]:
     if metadata.topics_using:
         raise SubjectInUse(metadata.subject, metadata.topics_using)
-    metadata_key = layout.schema_metadata(metadata.subject)
+    subject = metadata.subject
+    _require_unreferenced(snapshot, subject, [v.version for v in metadata.versions])
+    released = _released_references(snapshot, subject, None)
+    if isinstance(released, Read):
+        return released
+    compares, operations = released
+    metadata_key = layout.schema_metadata(subject)
     return Commit(
-        compares=snapshot.unchanged(metadata_key),
+        compares=[*snapshot.unchanged(metadata_key, keys.referenced_by(subject)), *compares],
         operations=[
-            DeletePrefix(layout.subject_prefix(metadata.subject)),
+            DeletePrefix(layout.subject_prefix(subject)),
             Delete(layout.schema_by_id(metadata.id)),
+            *operations,
         ],
         outcome=_revision,
     )
+
+
+# References ---------------------------------------------------------------------------------
+
+
+def _require_unreferenced(snapshot: Snapshot, subject: str, versions: Iterable[int]) -> None:
+    found = snapshot.value(keys.referenced_by(subject), ReferencedBy) or {}
+    for version in versions:
+        referrers = found.get(str(version), [])
+        if referrers:
+            raise SchemaReferenced(subject, version, describe(referrers))
+
+
+def _reference_writes(
+    subject: str, number: int, schema: Schema, snapshot: Snapshot
+) -> tuple[list[Compare], list[Put]] | Read:
+    """For a new version with references: its entry in the subject's `references`, itself
+    in each referenced subject's `referenced_by`, and the compares that the referenced
+    versions are still there and no one changed those keys meanwhile."""
+    references_key = keys.references(subject)
+    compares = snapshot.unchanged(references_key)
+    if not schema.references:
+        return compares, []
+    targets = sorted({reference.subject for reference in schema.references})
+    missing = [
+        keys.referenced_by(t) for t in targets if not snapshot.has_read(keys.referenced_by(t))
+    ]
+    if missing:
+        return Read(missing)
+    listed: References = dict(snapshot.value(references_key, References) or {})
+    listed[keys.version_field(number)] = entries(schema.references)
+    operations = [Put(references_key, encode(listed))]
+    referrer = Referrer(subject=subject, version=number)
+    for target in targets:
+        key = keys.referenced_by(target)
+        found: ReferencedBy | None = snapshot.value(key, ReferencedBy)
+        for reference in schema.references:
+            if reference.subject == target:
+                found = with_referrer(found, reference.version, referrer)
+        operations.append(Put(key, encode(found)))
+        compares += snapshot.unchanged(key)
+    for reference in schema.references:
+        version_key = layout.schema_version(reference.subject, reference.version)
+        entry = snapshot.entry(version_key)
+        if entry is None:
+            raise ReferenceNotFound(version_key, reference)
+        compares.append(Compare.create_revision(version_key, "==", entry.create_revision))
+    return compares, operations
+
+
+def _released_references(
+    snapshot: Snapshot, subject: str, versions: Iterable[int] | None
+) -> tuple[list[Compare], list[Put | Delete]] | Read:
+    """For versions being deleted (None: all): their entries gone from the subject's
+    `references` and from the `referenced_by` of every subject they referenced."""
+    references_key = keys.references(subject)
+    listed: References = dict(snapshot.value(references_key, References) or {})
+    chosen = list(listed) if versions is None else [str(v) for v in versions]
+    gone = [(int(number), entry) for number in chosen for entry in listed.get(number, [])]
+    compares = snapshot.unchanged(references_key)
+    if not gone:
+        return compares, []
+    targets = sorted({entry.subject for _, entry in gone})
+    missing = [
+        keys.referenced_by(t) for t in targets if not snapshot.has_read(keys.referenced_by(t))
+    ]
+    if missing:
+        return Read(missing)
+    operations: list[Put | Delete] = []
+    for field_name in chosen:
+        listed.pop(field_name, None)
+    if versions is not None:
+        operations.append(Put(references_key, encode(listed)) if listed else Delete(references_key))
+    for target in targets:
+        key = keys.referenced_by(target)
+        found = snapshot.value(key, ReferencedBy)
+        for referrer_version, entry in gone:
+            if entry.subject == target:
+                found = without_referrers(found, subject, referrer_version)
+        operations.append(Put(key, encode(found)) if found else Delete(key))
+        compares += snapshot.unchanged(key)
+    return compares, operations
+
+
+# Settings -------------------------------------------------------------------------------------
+
+
+def _config_draft(snapshot: Snapshot, key: str) -> str | None:
+    config = snapshot.value(key, RegistryConfig)
+    return None if config is None else config.json_schema_draft
+
+
+def _subject_draft(snapshot: Snapshot, subject: str, *, new: bool) -> str | None:
+    """The draft a subject reads undeclared documents as: its own setting; for a subject
+    being created, the global one; else None (the registry's default, draft-07)."""
+    found = _config_draft(snapshot, keys.subject_config(subject))
+    if found is None and new:
+        found = _config_draft(snapshot, keys.global_config())
+    return found
+
+
+def _inherited_config(subject: str, snapshot: Snapshot) -> list[Put]:
+    """A new subject keeps the global draft it was created under, whatever comes later."""
+    subject_key = keys.subject_config(subject)
+    inherited = _config_draft(snapshot, keys.global_config())
+    if inherited is None or _config_draft(snapshot, subject_key) is not None:
+        return []
+    config = _with_draft(snapshot.value(subject_key, RegistryConfig), inherited)
+    return [Put(subject_key, encode(config))]
+
+
+def _with_draft(config: RegistryConfig | None, draft: str) -> RegistryConfig:
+    current = config or RegistryConfig()
+    return msgspec.structs.replace(current, json_schema_draft=draft)
+
+
+def _draft_of(name: str | None) -> Draft:
+    return parse_draft(name)
+
+
+# Topics ---------------------------------------------------------------------------------------
 
 
 def _plan_binding(
@@ -623,7 +1062,7 @@ def _topics_put(metadata: SchemaMetadata, joining: set[str], leaving: set[str], 
     """The subject's metadata with topics joining and leaving its `topics_using`."""
     topics = sorted((set(metadata.topics_using) | joining) - leaving)
     updated = msgspec.structs.replace(metadata, topics_using=topics, updated_at=now)
-    return Put(layout.schema_metadata(metadata.subject), encode(updated))
+    return _metadata_put(updated)
 
 
 def _revision(revision: int) -> int:
