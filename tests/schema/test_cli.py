@@ -133,7 +133,39 @@ def test_check_says_why_and_exits_1_when_incompatible(cli: Cli) -> None:
     assert cli.json("check", "orders", cli.file("bad.avsc", BREAKING), "-m", "none")["compatible"]
     registered = cli("register", "orders", cli.file("bad.avsc", BREAKING), code=1)
     one_error_line(registered, "is not Backward-compatible with subject 'orders'")
+    # The rule's tag is printed as text (the console would take [type-mismatch] for markup).
+    one_error_line(registered, "[type-mismatch] at Order.id")
     assert sorted(cli.keys().versions["orders"]) == [1]
+
+
+MONEY = 'syntax = "proto3";\npackage common;\nmessage Money { int64 units = 1; }\n'
+ORDER = (
+    'syntax = "proto3";\npackage shop;\nimport "common/money.proto";\n'
+    "message Order { common.Money total = 1; }\n"
+)
+
+
+def test_register_and_check_with_references(cli: Cli) -> None:
+    cli("register", "money", cli.file("money.proto", MONEY), "-t", "proto")
+    missing = cli("register", "orders", cli.file("order.proto", ORDER), "-t", "proto", code=1)
+    one_error_line(missing, "common/money.proto")
+    done = cli.json(
+        "register", "orders", cli.file("order.proto", ORDER), "-t", "proto",
+        "--reference", "common/money.proto=money:1",
+    )  # fmt: skip
+    assert (done["version"], done["created"]) == (1, True)
+    assert cli.keys().references["orders"]["1"][0].subject == "money"
+    verdict = cli.json(
+        "check", "orders", cli.file("order.proto", ORDER), "-t", "proto",
+        "-r", "common/money.proto=money:1",
+    )  # fmt: skip
+    assert verdict["compatible"]
+    one_error_line(
+        cli("register", "orders", cli.file("order.proto", ORDER), "-t", "proto",
+            "-r", "money:1", code=1),
+        "expected NAME=SUBJECT:VERSION",
+    )  # fmt: skip
+    one_error_line(cli("delete", "money", "-y", code=1), "referenced by orders version 1")
 
 
 def test_compat_shows_and_sets_modes(cli: Cli) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from metaplane.admin._console import (
@@ -43,7 +44,7 @@ from metaplane.schema import (
     SchemaType,
     SubjectVersion,
 )
-from metaplane.store import open_store
+from metaplane.store import MetadataError, open_store
 
 app = typer.Typer(
     name="schemas",
@@ -66,6 +67,15 @@ MessageName = Annotated[
     typer.Option("--message-name", help="The Protobuf message the schema describes."),
 ]
 VersionOption = Annotated[int | None, typer.Option("--version", "-v", help="A version number.")]
+References = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--reference",
+        "-r",
+        help="A schema it references, NAME=SUBJECT:VERSION (repeatable); NAME is the import "
+        "path, the $ref URI or the Avro type name the document uses.",
+    ),
+]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 
 
@@ -130,6 +140,7 @@ def register(
     message_name: MessageName = None,
     description: Annotated[str, typer.Option(help="What this version is for.")] = "",
     tag: Annotated[list[str] | None, typer.Option(help="A tag (repeatable).")] = None,
+    reference: References = None,
     store: StoreURL = DEFAULT_STORE,
     output: OutputFormat = Output.TABLE,
 ) -> None:
@@ -138,14 +149,18 @@ def register(
     async def go() -> None:
         text = read_document(document, schema_type)
         async with open_registry(store) as registry:
-            registration = await registry.register(
-                subject,
-                schema_type,
-                text,
-                message_name=message_name,
-                description=description,
-                tags=tag or (),
-            )
+            try:
+                registration = await registry.register(
+                    subject,
+                    schema_type,
+                    text,
+                    message_name=message_name,
+                    description=description,
+                    tags=tag or (),
+                    references=reference or (),
+                )
+            except MetadataError as error:
+                fail(escape(str(error)))  # its [rule] tags are text, not console markup
         show_registration(registration, output)
 
     run(go())
@@ -321,6 +336,7 @@ def check_compatibility(
     mode: Annotated[
         str | None, typer.Option("--mode", "-m", help="Check under this mode instead.")
     ] = None,
+    reference: References = None,
     store: StoreURL = DEFAULT_STORE,
     output: OutputFormat = Output.TABLE,
 ) -> None:
@@ -330,7 +346,12 @@ def check_compatibility(
         text = read_document(document, schema_type)
         async with open_registry(store) as registry:
             return await registry.check(
-                subject, schema_type, text, mode=mode, message_name=message_name
+                subject,
+                schema_type,
+                text,
+                mode=mode,
+                message_name=message_name,
+                references=reference or (),
             )
 
     result = run(go())
