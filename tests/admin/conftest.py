@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from tests.admin.runner import Cli, emptied
+from tests.admin.standalone import Standalone, start_standalone
 
 BACKENDS_WITH_URL = pytest.mark.backends(
     "sqlite", "etcd", reason="the CLI opens a store by URL; a memory store has none"
@@ -16,3 +19,15 @@ def cli(store_url: str) -> Cli:
     command_line = Cli(store_url)
     command_line.do(emptied)
     return command_line
+
+
+@pytest.fixture(scope="session")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
+    """One real local cluster for the session's slow cases (4 brokers with the workload):
+    they break different brokers of it."""
+    cluster = start_standalone(tmp_path_factory.mktemp("standalone"), brokers=4)
+    try:
+        yield cluster
+    finally:
+        out = cluster.stop()
+        assert "cluster stopped" in out, out

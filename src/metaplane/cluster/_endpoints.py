@@ -4,7 +4,7 @@ metrics at `prom_exporter` (GET /metrics), and its admin endpoint at `admin_addr
     POST /admin/v1/cursors/reset   {"topic": "/ns/t", "subscription": "s", "offset": 41}
         200 {"revision": R}; 409 {"error": "topic_not_owned"} when this broker does not
         serve the topic; 404 {"error": "no_subscription"}; 400 a bad request
-    GET  /admin/v1/status          the broker's id, session state and topics served
+    GET  /admin/v1/status          the broker's id, process id, session state, topics served
 
 A reset is the administrator's cursor write through the owning broker (`reset_cursor`): fenced
 on owning the topic, and this broker's pending acknowledgement of it dropped. The endpoints
@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import socket
 from collections.abc import Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any
@@ -113,6 +114,7 @@ class AdminApp:
         broker = self.node.broker
         return {
             "broker_id": broker.broker_id,
+            "pid": os.getpid(),
             "session": broker.session.state.value,
             "owned": sorted(topic.path for topic in broker.owned),
         }
