@@ -30,7 +30,12 @@ from metaplane.pipeline._audit import CHECKS, SEVERITIES, Check
 from metaplane.pipeline._backlog import backlog, backlog_histogram, largest_backlogs
 from metaplane.pipeline._errors import InvalidSetting
 from metaplane.pipeline._rebalance import broker_load, broker_loads, chosen_moves
-from metaplane.pipeline._report import BrokerBars, ReportData, render_report
+from metaplane.pipeline._report import (
+    LARGEST_BACKLOGS,
+    BrokerBars,
+    ReportData,
+    render_report,
+)
 from metaplane.pipeline._snapshot import Snapshot, snapshot_frame
 from metaplane.pipeline._spark import spark_errors
 from metaplane.pipeline._storage import retention_plan, storage
@@ -497,6 +502,11 @@ def _report_data(
         findings=findings,
         severities={k: v for k, v in summary["audit"]["severities"].items() if v},
         retention=summary.get("retention", {}),
+        planned_moves=document["moves"],
+        largest_backlogs=[
+            _plain(row.asDict())
+            for row in largest_backlogs(backlog_rows, LARGEST_BACKLOGS).collect()
+        ],
     )
 
 

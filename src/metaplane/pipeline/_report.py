@@ -1,6 +1,8 @@
 """report.html: one self-contained page (inline CSS, SVG and script, no network: its Content
-Security Policy forbids every load) with the load per broker before and after the plan, the
-backlog distribution, storage per namespace and the audit findings.
+Security Policy forbids every load), dense enough to act on without the raw files: the load
+per broker before and after the plan, the planned moves (topic, from, to, why), the backlog
+distribution and the twenty largest backlogs by subscription, storage and the retention plan
+per namespace, and the audit findings.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import datetime
 import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 # Nothing may load: no script, style, font or image from anywhere but the page itself.
 CONTENT_POLICY = (
@@ -16,6 +19,8 @@ CONTENT_POLICY = (
 )
 MAX_BARS = 200
 MAX_FINDINGS = 1000
+MAX_MOVES = 200
+LARGEST_BACKLOGS = 20
 BEFORE, AFTER = "#8a9bb0", "#2f6fdf"
 SEVERITY_COLORS = {"error": "#c62828", "warning": "#b26a00", "info": "#4a6785"}
 
@@ -45,26 +50,38 @@ class ReportData:
     storage: Sequence[tuple[str, int, int]]  # (namespace, bytes, objects)
     findings: Sequence[dict[str, object]]
     severities: dict[str, int]
-    retention: dict[str, int] = field(default_factory=dict)
+    retention: dict[str, Any] = field(default_factory=dict)
+    """The retention plan's totals: objects, bytes, and {"namespaces": {ns: {objects, bytes}}}."""
+    planned_moves: Sequence[dict[str, Any]] = ()
+    """The rebalance plan's moves: topic, from, to, reason."""
+    largest_backlogs: Sequence[dict[str, Any]] = ()
+    """The subscriptions furthest behind: namespace, topic, subscription, cursor, backlog."""
 
 
 def render_report(data: ReportData) -> str:
     """The page, as one string."""
     sections = [
-        _header(data),
         _section(
             "Load per broker",
             "topics owned, before and after the rebalance plan",
             _load_chart(data),
         ),
+        _section("Planned moves", _moves_line(data), _moves_table(data), "moves"),
         _section("Backlog", "subscriptions by unacknowledged messages", _backlog_chart(data)),
+        _section(
+            "Largest backlogs",
+            f"the {LARGEST_BACKLOGS} subscriptions furthest behind",
+            _backlogs_table(data),
+            "largest-backlogs",
+        ),
         _section("Storage per namespace", "bytes in tiered storage", _storage_chart(data)),
-        _section("Audit findings", _severity_line(data), _findings(data)),
+        _section("Retention plan", _retention_line(data), _retention_table(data), "retention"),
+        _section("Audit findings", _severity_line(data), _findings(data), "findings-section", True),
     ]
     return _PAGE.format(
         policy=CONTENT_POLICY,
         style=_STYLE,
-        body="\n".join(sections),
+        body=_header(data) + "\n<main>" + "\n".join(sections) + "</main>",
         script=_SCRIPT,
         title=_title(data),
     )
@@ -94,11 +111,100 @@ def _header(data: ReportData) -> str:
     return f"<header><h1>{_title(data)}</h1><div class='facts'>{cells}</div></header>"
 
 
-def _section(title: str, subtitle: str, body: str) -> str:
+def _section(title: str, subtitle: str, body: str, section_id: str = "", wide: bool = False) -> str:
+    attributes = f" id='{section_id}'" if section_id else ""
+    attributes += " class='wide'" if wide else ""
     return (
-        f"<section><h2>{html.escape(title)}</h2>"
+        f"<section{attributes}><h2>{html.escape(title)}</h2>"
         f"<p class='sub'>{html.escape(subtitle)}</p>{body}</section>"
     )
+
+
+# Tables -------------------------------------------------------------------------------------
+
+
+def _table(table_id: str, headings: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A table of already escaped cells; a heading ending in "#" is a number column."""
+    head = "".join(
+        f"<th class='num'>{html.escape(h[:-1])}</th>"
+        if h.endswith("#")
+        else f"<th>{html.escape(h)}</th>"
+        for h in headings
+    )
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f"<td class='num'>{cell}</td>" if heading.endswith("#") else f"<td>{cell}</td>"
+            for heading, cell in zip(headings, row, strict=True)
+        )
+        + "</tr>"
+        for row in rows
+    )
+    return f"<table id='{table_id}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _moves_line(data: ReportData) -> str:
+    reasons: dict[str, int] = {}
+    for move in data.planned_moves:
+        reasons[str(move.get("reason"))] = reasons.get(str(move.get("reason")), 0) + 1
+    why = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+    return f"{data.moves} moves ({why}); rebalance-plan.json has them all" if why else "no move"
+
+
+def _moves_table(data: ReportData) -> str:
+    if not data.planned_moves:
+        return "<p class='empty'>Nothing to move: the cluster is balanced.</p>"
+    rows = [
+        [
+            html.escape(str(move.get("topic"))),
+            html.escape(str(move.get("from"))),
+            html.escape(str(move.get("to"))),
+            html.escape(str(move.get("reason"))),
+        ]
+        for move in list(data.planned_moves)[:MAX_MOVES]
+    ]
+    more = len(data.planned_moves) - MAX_MOVES
+    tail = f"<p class='sub'>{more} more moves in rebalance-plan.json.</p>" if more > 0 else ""
+    return _table("moves-table", ["topic", "from", "to", "why"], rows) + tail
+
+
+def _backlogs_table(data: ReportData) -> str:
+    if not data.largest_backlogs:
+        return "<p class='empty'>No subscription is behind.</p>"
+    rows = [
+        [
+            html.escape(f"/{row.get('namespace')}/{row.get('topic')}"),
+            html.escape(str(row.get("subscription"))),
+            html.escape("—" if row.get("cursor") is None else str(row.get("cursor"))),
+            f"{int(row.get('backlog') or 0):,}",
+        ]
+        for row in list(data.largest_backlogs)[:LARGEST_BACKLOGS]
+    ]
+    return _table("backlogs-table", ["topic", "subscription", "cursor", "backlog#"], rows)
+
+
+def _retention_line(data: ReportData) -> str:
+    objects, size = data.retention.get("objects", 0), data.retention.get("bytes", 0)
+    if not objects:
+        return "nothing past its retention"
+    return (
+        f"{objects:,} objects past their retention, {_bytes(size)}; retention-plan.json lists them"
+    )
+
+
+def _retention_table(data: ReportData) -> str:
+    namespaces: dict[str, dict[str, int]] = data.retention.get("namespaces", {})
+    if not namespaces:
+        return "<p class='empty'>No object to clean up.</p>"
+    rows = [
+        [
+            html.escape(name),
+            f"{counts.get('objects', 0):,}",
+            html.escape(_bytes(counts.get("bytes", 0))),
+        ]
+        for name, counts in sorted(namespaces.items(), key=lambda item: -item[1].get("bytes", 0))
+    ]
+    return _table("retention-table", ["namespace", "objects#", "bytes#"], rows)
 
 
 # Charts -------------------------------------------------------------------------------------
@@ -258,17 +364,21 @@ def _finding_row(finding: dict[str, object]) -> str:
 
 
 _STYLE = """
-body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2330;background:#f5f6f8}
-header{background:#1d2330;color:#fff;padding:18px 28px}
-h1{font-size:20px;margin:0 0 12px}
+body{font:13px/1.35 system-ui,sans-serif;margin:0;color:#1d2330;background:#f5f6f8}
+header{background:#1d2330;color:#fff;padding:12px 20px}
+h1{font-size:18px;margin:0 0 8px}
+main{display:grid;grid-template-columns:repeat(auto-fit,minmax(560px,1fr));gap:12px;
+padding:12px 16px;align-items:start}
+section.wide{grid-column:1/-1}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 .facts{display:flex;flex-wrap:wrap;gap:10px}
 .fact{background:#2b3345;border-radius:6px;padding:6px 12px;display:flex;flex-direction:column}
 .fact b{font-size:16px}.fact span{font-size:11px;color:#aeb7c9}
-section{background:#fff;margin:18px 28px;padding:16px 20px;border-radius:8px;
+section{background:#fff;padding:10px 14px;border-radius:8px;overflow:auto;max-height:640px;
 box-shadow:0 1px 3px rgba(0,0,0,.08)}
-h2{font-size:16px;margin:0}.sub,.note{color:#5b6475;margin:4px 0 12px}
+h2{font-size:15px;margin:0}.sub,.note{color:#5b6475;margin:2px 0 8px}
 .chart text{font-size:11px;fill:#333}.chart .value{fill:#555}
-table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:5px 8px;
+table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:3px 6px;
 border-bottom:1px solid #e6e8ec;vertical-align:top}
 .keys{font-family:ui-monospace,monospace;font-size:11px;color:#444}
 .pill{color:#fff;border-radius:9px;padding:1px 8px;font-size:11px}
