@@ -17,6 +17,7 @@ from metaplane import layout
 from metaplane.admin.cli import app
 from metaplane.layout import KeyKind
 from metaplane.store import MetadataStore, SqliteStore
+from tests.admin.standalone import free_index_base
 
 METAPLANE = [sys.executable, "-c", "from metaplane.admin.cli import main; main()"]
 
@@ -50,6 +51,11 @@ async def test_standalone_runs_until_ctrl_c_then_stops_cleanly(tmp_path: Path) -
         "--workload",
         "--store",
         url,
+        "--create",
+        "--port",
+        "0",
+        "--index-base",
+        str(free_index_base(2)),
         "--folder",
         str(tmp_path),
         stdout=asyncio.subprocess.PIPE,
@@ -65,6 +71,7 @@ async def test_standalone_runs_until_ctrl_c_then_stops_cleanly(tmp_path: Path) -
                 out, err = await process.communicate()
         assert process.returncode == 0, err.decode()
         assert "cluster stopped" in out.decode()
+        assert "dashboard: http://127.0.0.1:" in out.decode()
         assert (await store.list("/cluster/register")).keys() == []  # sessions revoked
         storage = (await store.list(layout.storage_prefix(), keys_only=True)).keys()
         assert any(key.endswith("/state") for key in storage)  # topics handed over
@@ -83,6 +90,8 @@ async def test_the_demo_tells_its_story(tmp_path: Path) -> None:
     process = await asyncio.create_subprocess_exec(
         *METAPLANE,
         "demo",
+        "--store",
+        f"sqlite://{tmp_path / 'demo.db'}",
         cwd=tmp_path,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -103,11 +112,15 @@ async def test_the_demo_tells_its_story(tmp_path: Path) -> None:
         "kv tree /",
         "analysis of revision",
         "report.html",
+        "watch it live on the dashboard: http://127.0.0.1:",
+        "metaplane serve --store",
     ):
         assert chapter in story, chapter
     sealed_at = int(story.split("sealed it at offset ")[1].split()[0])
     assert f"starts at offset {sealed_at + 1}" in story
-    async with await SqliteStore.open(tmp_path / ".metaplane" / "metaplane.db") as store:
+    leftovers = await asyncio.to_thread(lambda: list(tmp_path.glob(".metaplane*")))
+    assert leftovers == []  # nothing in the working directory
+    async with await SqliteStore.open(tmp_path / "demo.db") as store:
         written = await kinds_ever_written(store)
     # Every kind of key of Danube's layout (seed 001) was written at some point.
     seed_kinds = {kind for kind in KeyKind if not kind.legacy} - {
@@ -116,7 +129,7 @@ async def test_the_demo_tells_its_story(tmp_path: Path) -> None:
     }
     assert seed_kinds <= written, seed_kinds - written
     # The analysis of the live cluster's snapshot: a healthy cluster has no error finding.
-    analysis = tmp_path / ".metaplane" / "analysis"
+    analysis = tmp_path / "analysis"
     assert (analysis / "report.html").stat().st_size > 0
     audit = json.loads((analysis / "audit.json").read_text())
     assert [f for f in audit["findings"] if f["severity"] == "error"] == []

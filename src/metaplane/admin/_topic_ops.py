@@ -68,16 +68,29 @@ def etag(revision: int) -> str:
     return f'"r{revision}"'
 
 
+LOADS = List(layout.load_reports_prefix(), keys_only=True)
+
+
 @dataclass(frozen=True)
 class TopicRead:
-    """Every key of a topic that its description needs, read at one revision."""
+    """Every key of a topic that its description needs, read at one revision.
+
+    Its owner is found by a read of its assignment under each broker that is registered or
+    reports its load (a few keys), not by a scan of every assignment of the cluster; only a
+    topic found neither assigned so nor waiting is looked for in the full scan (`scanned`).
+    """
 
     name: TopicName
     view: View
+    candidates: tuple[int, ...] = ()
+    scanned: bool = False
 
     @classmethod
-    def reads(cls, name: TopicName) -> list[Get | List]:
+    def reads(cls, name: TopicName, candidates: Sequence[int], scan: bool) -> list[Get | List]:
+        owners: list[Get | List] = [ASSIGNMENTS] if scan else []
+        owners += [Get(layout.assignment(broker, name)) for broker in candidates]
         return [
+            *owners,
             Get(layout.topic_root(name)),
             Get(layout.topic_delivery(name)),
             Get(layout.unassigned(name)),
@@ -87,7 +100,6 @@ class TopicRead:
             List(layout.producers_prefix(name)),
             List(layout.subscriptions_prefix(name)),
             List(layout.storage_objects_prefix(name)),
-            ASSIGNMENTS,
             REGISTRATIONS,
         ]
 
@@ -103,6 +115,9 @@ class TopicRead:
 
     @property
     def assignments(self) -> list[Entry]:
+        if not self.scanned:
+            keys = (layout.assignment(broker, self.name) for broker in self.candidates)
+            return [entry for key in keys if (entry := self.entry(key)) is not None]
         path = self.name.path
         return [
             entry
@@ -110,6 +125,14 @@ class TopicRead:
             if entry.key.endswith(path) and (found := assignment_of(entry.key)) is not None
             if found[1] == self.name
         ]
+
+    @property
+    def placed(self) -> bool:
+        """Assigned, waiting, or a partitioned parent (served through its partitions)."""
+        root = self.entry(layout.topic_root(self.name))
+        partitioned = root is not None and root.value not in (b"0", b"null")
+        marker = self.entry(layout.unassigned(self.name))
+        return bool(self.assignments) or marker is not None or partitioned
 
     @property
     def owner(self) -> int | None:
@@ -157,9 +180,24 @@ class TopicRead:
 
 async def read_topic(reader: Reader, name: TopicName, *, fresh: bool = False) -> TopicRead:
     """The topic's keys at one revision; `NoTopic`."""
-    found = TopicRead(name, await reader.read(*TopicRead.reads(name), fresh=fresh))
+    brokers = await reader.read(REGISTRATIONS, LOADS, fresh=fresh)
+    candidates = tuple(
+        sorted(
+            {
+                broker
+                for read in (REGISTRATIONS, LOADS)
+                for entry in brokers.entries(read)
+                if (broker := layout.parse(entry.key).broker_id) is not None
+            }
+        )
+    )
+    view = await reader.read(*TopicRead.reads(name, candidates, False), fresh=fresh)
+    found = TopicRead(name, view, candidates)
     if not found.exists:
         raise NoTopic(name)
+    if not found.placed:  # assigned to a broker gone without a trace: the full scan
+        view = await reader.read(*TopicRead.reads(name, candidates, True), fresh=fresh)
+        found = TopicRead(name, view, candidates, scanned=True)
     return found
 
 
@@ -354,6 +392,7 @@ async def delete(
         revision = await topics.delete(name)
         return {"topic": name.path, "revision": revision}
     removal_view = await topics.reader.read(*_removal_reads([name]), ASSIGNMENTS, fresh=True)
+    # (the removal reads every assignment: a delete is rare, and must miss none)
     change = _removal(name, removal_view, found.assignments)
     if change is None:
         raise NoTopic(name)
