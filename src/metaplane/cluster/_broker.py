@@ -12,7 +12,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
@@ -65,6 +65,7 @@ from metaplane.store import (
     MetadataStore,
     NotFound,
     Put,
+    Unavailable,
     WatchBatch,
 )
 
@@ -199,16 +200,18 @@ class BrokerNode:
     # -- life cycle --------------------------------------------------------------------
 
     async def start(self) -> None:
-        await self.session.start()
-        await self._register(wait=self.config.registration_wait)
-        await self._cluster.set_state(
-            self.broker_id, BrokerState(mode=BrokerMode.ACTIVE, reason="boot"), ANY
-        )
+        """Join the cluster. A store that is away or fails once meanwhile is waited out (for
+        `registration_wait` seconds), step by step; a predecessor's registration too."""
+        deadline = asyncio.get_running_loop().time() + self.config.registration_wait
+        await _joining(self.session.start, deadline)
+        await _joining(partial(self._register, wait=self.config.registration_wait), deadline)
+        active = BrokerState(mode=BrokerMode.ACTIVE, reason="boot")
+        await _joining(partial(self._cluster.set_state, self.broker_id, active, ANY), deadline)
         self.session.listen(self._on_session)
         self._cache = LocalCache(
             self.store, [layout.broker_prefix(self.broker_id)], decoder=decode_value
         )
-        await self._cache.start()
+        await _joining(self._cache.start, deadline)
         self._cache.listen(layout.broker_prefix(self.broker_id), self._on_assignments)
         await self.cursors.start()
         loop = asyncio.get_running_loop()
@@ -673,6 +676,22 @@ class BrokerNode:
 
 class _Step(Protocol):
     async def __call__(self) -> None: ...
+
+
+async def _joining(step: Callable[[], Awaitable[object]], deadline: float) -> None:
+    """`step`, again while the store is `Unavailable`, until `deadline` (loop time)."""
+    loop = asyncio.get_running_loop()
+    delay = 0.05
+    while True:
+        try:
+            await step()
+            return
+        except Unavailable as error:
+            if loop.time() >= deadline:
+                raise
+            log.warning("joining the cluster: %s; trying again", error)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
 
 def _assigned_topic(key: str) -> TopicName | None:
