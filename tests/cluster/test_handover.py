@@ -411,3 +411,19 @@ def descriptor(start: int, end: int) -> ObjectDescriptor:
         size=(end - start + 1) * 100,
         start_offset=start,
     )
+
+
+async def test_a_broker_starts_through_one_transient_error_at_each_step(
+    store: MetadataStore, faulty: FaultyStore, start_broker: Started
+) -> None:
+    """Its lease, its registration, its state and its cache's first read each meet one
+    Unavailable: the broker waits each out and joins (it used to exit)."""
+    faulty.fail("grant")
+    faulty.fail("txn", layout.broker_registration(BROKER))
+    faulty.fail("put", layout.broker_state(BROKER))
+    faulty.fail("txn", layout.broker_state(BROKER))
+    faulty.fail("list", layout.broker_prefix(BROKER))
+    broker, _ = await start_broker()
+    assert broker.session.alive
+    assert await store.get(layout.broker_registration(BROKER)) is not None
+    assert sum(fault.hits for fault in faulty.faults) >= 4
