@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from metaplane.schema import CompatibilityMode, check, parse_schema
+from metaplane.schema import CompatibilityMode, InvalidSchema, check, parse_schema
 from tests.schema.fastavro_oracle import fastavro_resolves
 
 Rules = tuple[str, ...]
@@ -194,6 +194,79 @@ def test_json_schema_recursive_ref_terminates() -> None:
         },
     }
     assert_rules("JsonSchema", json.dumps(tree), json.dumps(tree), (), ())
+
+
+def test_json_schema_recursive_ref_compares_every_level() -> None:
+    def tree(leaf: str) -> str:
+        children = {"type": "array", "items": {"$ref": "#"}}
+        properties = {"name": {"type": leaf}, "children": children}
+        return json.dumps({"type": "object", "properties": properties})
+
+    # Found at the root and again one level down, through the recursive reference.
+    found = (
+        "type-narrowed@/properties/children/items/properties/name/type",
+        "type-narrowed@/properties/name/type",
+    )
+    assert_rules("JsonSchema", tree("string"), tree("number"), found, found)
+
+
+TWENTY_TWENTY = "https://json-schema.org/draft/2020-12/schema"
+TREE = {
+    "$schema": TWENTY_TWENTY,
+    "$id": "https://example.com/tree",
+    "$dynamicAnchor": "node",
+    "type": "object",
+    "properties": {"data": True, "children": {"type": "array", "items": {"$dynamicRef": "#node"}}},
+}
+STRICT_TREE = {
+    "$schema": TWENTY_TWENTY, "$id": "https://example.com/strict-tree", "$dynamicAnchor": "node",
+    "$ref": "tree", "unevaluatedProperties": False,
+}  # fmt: skip
+
+
+def test_json_schema_dynamic_refs_resolve_through_the_dynamic_scope() -> None:
+    """2020-12's own example: a strict tree extends a tree through $dynamicRef; every level of
+    the strict tree is closed, so it reads less than the tree. The tree is a reference."""
+    from metaplane.schema import Dependency, SchemaReference
+
+    tree = parse_schema("JsonSchema", json.dumps(TREE))
+    reference = [Dependency(SchemaReference("https://example.com/tree", "tree", 1), tree)]
+    strict = parse_schema("JsonSchema", json.dumps(STRICT_TREE), references=reference)
+    assert not check(strict, [tree], CompatibilityMode.BACKWARD).ok
+    assert check(tree, [strict], CompatibilityMode.BACKWARD).ok
+    assert check(strict, [strict], CompatibilityMode.FULL).ok
+
+
+def test_json_schema_one_of_needs_exclusive_branches() -> None:
+    old = json.dumps({"type": ["string", "integer"]})
+    overlapping = json.dumps({"oneOf": [{"type": "string"}, {"type": "number"}, {"minimum": 0}]})
+    # Strings match the string branch and `minimum` (which ignores strings); non-negative
+    # integers match both numeric branches: one conflict for each kind of value.
+    assert broken("JsonSchema", old, overlapping, CompatibilityMode.BACKWARD) == [
+        "one-of-overlap@/oneOf",
+        "one-of-overlap@/oneOf",
+    ]
+
+
+def test_a_stored_schema_whose_ref_resolves_to_nothing_is_refused_as_a_reader() -> None:
+    document = json.dumps({"properties": {"a": {"$ref": "https://elsewhere.example/a.json"}}})
+    with pytest.raises(InvalidSchema, match="resolves to no document"):
+        parse_schema("JsonSchema", document)
+    stored = parse_schema("JsonSchema", document, strict=False)  # as a stored version is read
+    plain = parse_schema("JsonSchema", json.dumps({"properties": {"a": {"type": "string"}}}))
+    result = check(stored, [plain], CompatibilityMode.BACKWARD)
+    assert [i.rule for i in result.incompatibilities] == ["reference-unresolved"]
+    # As a writer it may hold anything there: a reader that constrains `a` is refused.
+    result = check(plain, [stored], CompatibilityMode.BACKWARD)
+    assert [i.rule for i in result.incompatibilities] == ["type-narrowed"]
+
+
+def test_float_multiples_are_not_trusted() -> None:
+    """Why multipleOf 0.3 does not prove 0.1: jsonschema rejects 0.3 under 0.1."""
+    from jsonschema import Draft7Validator  # type: ignore[import-untyped, unused-ignore]
+
+    assert Draft7Validator({"multipleOf": 0.3}).is_valid(0.3)
+    assert not Draft7Validator({"multipleOf": 0.1}).is_valid(0.3)
 
 
 # --- Protobuf ---------------------------------------------------------------------------

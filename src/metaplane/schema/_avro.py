@@ -50,7 +50,8 @@ def parse(document: str, context: ParseContext) -> ParsedDocument[AvroModel]:
     referenced = dict(named)
     try:
         schema = parse_schema(decoded, named, _write_hint=False)
-        canonical = to_parsing_canonical_form(_inlined(schema, referenced, set()))
+        written_out = _inlined(schema, referenced, set()) if referenced else schema
+        canonical = to_parsing_canonical_form(written_out)
     # fastavro signals malformed shapes with KeyError, TypeError, … besides its own errors.
     except Exception as error:
         raise InvalidSchema("Avro", f"{type(error).__name__}: {error}") from error

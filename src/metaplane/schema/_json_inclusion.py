@@ -13,7 +13,6 @@ conflict that says which keyword and why: the check never accepts what it cannot
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -33,6 +32,7 @@ from metaplane.schema._json_piece import (
     evaluated_items,
     evaluated_properties,
     expand,
+    governing_of,
     integer_ceiling,
     integer_floor,
     kind_of_value,
@@ -65,7 +65,10 @@ def accepts_all(node: Node) -> bool:
     schema = node.schema
     if schema is True:
         return True
-    return isinstance(schema, dict) and not schema.keys() & _CONSTRAINTS[node.draft]
+    if not isinstance(schema, dict):
+        return False
+    constraining = _CONSTRAINTS[node.draft]
+    return not any(keyword in constraining for keyword in schema)
 
 
 def _conflict(rule: str, path: str, detail: str) -> Conflict:
@@ -116,7 +119,7 @@ class Inclusion:
             return []
         key = (piece.key, reader.key)
         if key in self._memo:
-            return self._memo[key]
+            return [_moved(conflict, path) for conflict in self._memo[key]]
         if key in self._paths:
             return self._assume(key, path)
         self._steps += 1
@@ -132,7 +135,7 @@ class Inclusion:
             del self._paths[key]
         depth = len(self._stack)
         if found or self._tainted_below >= depth:
-            self._memo[key] = found
+            self._memo[key] = [_relative(conflict, path) for conflict in found]
         if self._tainted_below >= depth:
             self._tainted_below = 1 << 30
         return found
@@ -481,7 +484,7 @@ class Inclusion:
 
     def _objects(self, piece: Piece, reader: Node, path: str) -> list[Conflict]:
         keywords = reader.keywords()
-        rules = _governing(reader)
+        rules = governing_of(reader) or _NO_RULES
         conflicts: list[Conflict] = []
         for name in sorted(piece.listed_names | set(rules.properties)):
             conflicts += self._property(piece, rules, name, f"{path}/properties/{name}")
@@ -501,8 +504,11 @@ class Inclusion:
 
     def _property(self, piece: Piece, rules: Governing, name: str, path: str) -> list[Conflict]:
         given = piece.property_schemas(name)
+        wanted_all = rules.schemas_for(name)
+        if len(given) == 1 and len(wanted_all) == 1 and self._same(given[0], wanted_all[0]):
+            return []  # the common case: the property did not change
         conflicts: list[Conflict] = []
-        for wanted in rules.schemas_for(name):
+        for wanted in wanted_all:
             if accepts_all(wanted):
                 continue
             if not given and name in rules.properties:
@@ -670,17 +676,20 @@ class Inclusion:
     def extended(
         self, piece: Piece, nodes: Iterable[Node], negatives: Iterable[Node] = ()
     ) -> list[Piece]:
-        """The piece with more facts (split where they split)."""
+        """The piece with more facts (split where they split), and the dependentSchemas of
+        its facts that the names they now require trigger."""
         extra = list(negatives)
-        return [
-            Piece(
+        found = []
+        for more in self.pieces(list(nodes)):
+            combined = Piece(
                 (*piece.positives, *more.positives),
                 (*piece.negatives, *more.negatives, *extra),
                 (*piece.synthetic, *more.synthetic),
                 piece.only,
             )
-            for more in self.pieces(list(nodes))
-        ]
+            triggered = _triggered(combined)
+            found += self.extended(combined, triggered) if triggered else [combined]
+        return found
 
     def disjoint(self, piece: Piece, other: Node) -> bool:
         """No value of the piece satisfies `other`."""
@@ -779,6 +788,30 @@ def _at_most(count: int | None, limit: int) -> bool:
     return count is not None and count <= limit
 
 
+def _triggered(piece: Piece) -> list[Node]:
+    """dependentSchemas of the piece's facts whose property the piece requires, not yet in."""
+    present = {node.key for node in piece.positives}
+    return [
+        schema
+        for node in piece.positives
+        for name, schema in node.dependent_schemas().items()
+        if name in piece.required and schema.key not in present and schema.schema is not True
+    ]
+
+
+def _relative(conflict: Conflict, path: str) -> Conflict:
+    """A conflict found at `path`, with its location relative to it (for the memo)."""
+    location = "" if conflict.location == "(root)" else conflict.location
+    if path and location.startswith(path):
+        location = location[len(path) :]
+    return Conflict(conflict.rule, location, conflict.detail)
+
+
+def _moved(conflict: Conflict, path: str) -> Conflict:
+    """A remembered conflict at the path where the same proof is needed again."""
+    return Conflict(conflict.rule, (path + conflict.location) or "(root)", conflict.detail)
+
+
 def _relabelled(conflicts: list[Conflict], renamed: dict[str, str], path: str) -> list[Conflict]:
     """Conflicts found against a made-up schema, at the keyword the reader really has."""
     relabelled = []
@@ -805,12 +838,7 @@ def _open(subject: str, path: str) -> Conflict:
     return _conflict("property-constrained-in-open-model", path, detail)
 
 
-def _governing(node: Node) -> Governing:
-    keywords = node.keywords()
-    properties = {name: node.child(s) for name, s in keywords.get("properties", {}).items()}
-    patterns = [(p, node.child(s)) for p, s in keywords.get("patternProperties", {}).items()]
-    extra = keywords.get("additionalProperties")
-    return Governing(properties, patterns, None if extra is None else node.child(extra))
+_NO_RULES = Governing({}, [], None)
 
 
 @dataclass(frozen=True)
@@ -1026,6 +1054,3 @@ def _numbers_empty(piece: Piece, kind: Kind) -> bool:
     if kind in INTEGRAL:
         return integer_floor(floor) > integer_ceiling(ceiling)
     return floor[0] == ceiling[0] and float(floor[0]).is_integer()
-
-
-_ = re  # patterns are matched with `re.search`, as jsonschema does (see pattern_matches)

@@ -14,6 +14,7 @@ from typing import Any, cast
 
 import referencing.jsonschema
 from jsonschema import FormatChecker  # type: ignore[import-untyped, unused-ignore]
+from jsonschema.exceptions import FormatError  # type: ignore[import-untyped, unused-ignore]
 from jsonschema.validators import (  # type: ignore[import-untyped, unused-ignore]
     Draft4Validator,
     Draft6Validator,
@@ -122,8 +123,6 @@ class ConservativeFormats(FormatChecker):  # type: ignore[misc]
 
     def check(self, instance: object, format: str) -> None:
         if format not in self.checkers and isinstance(instance, str):
-            from jsonschema.exceptions import FormatError  # type: ignore[import-untyped]
-
             raise FormatError(f"format {format!r} cannot be checked here")
         super().check(instance, format)
 
@@ -137,6 +136,7 @@ class Documents:
     root_validators: dict[tuple[Draft, bool], Any] = field(default_factory=dict, compare=False)
     own: frozenset[int] = frozenset()  # ids of the document's own subschemas, alive with it
     texts: dict[int, str] = field(default_factory=dict, compare=False)
+    governing: dict[tuple[int, str, Draft], Any] = field(default_factory=dict, compare=False)
 
     def text(self, schema: Any) -> str | None:
         """A subschema of the document as canonical JSON text (computed once); None for a

@@ -114,6 +114,27 @@ class Governing:
         return found
 
 
+def governing_of(node: Node) -> Governing | None:
+    """How `node` constrains an object's properties (None: it does not), computed once for
+    each subschema of a parsed document."""
+    documents = node.documents
+    cached = id(node.schema) in documents.own
+    if cached and node.key in documents.governing:
+        known: Governing | None = documents.governing[node.key]
+        return known
+    keywords = node.keywords()
+    properties = {name: node.child(s) for name, s in keywords.get("properties", {}).items()}
+    patterns = [(p, node.child(s)) for p, s in keywords.get("patternProperties", {}).items()]
+    extra = keywords.get("additionalProperties")
+    additional = None if extra is None else node.child(extra)
+    found = None
+    if properties or patterns or additional is not None:
+        found = Governing(properties, patterns, additional)
+    if cached:
+        documents.governing[node.key] = found
+    return found
+
+
 @dataclass(frozen=True, eq=False)
 class Piece:
     """A conjunction: the writer's values in this piece satisfy every positive and no negative.
@@ -257,20 +278,8 @@ class Piece:
 
     @cached_property
     def governing(self) -> list[Governing]:
-        found = []
-        for node, keywords in self.facts():
-            properties = {
-                name: node.child(schema) for name, schema in keywords.get("properties", {}).items()
-            }
-            patterns = [
-                (pattern, node.child(schema))
-                for pattern, schema in keywords.get("patternProperties", {}).items()
-            ]
-            extra = keywords.get("additionalProperties")
-            additional = None if extra is None else node.child(extra)
-            if properties or patterns or additional is not None:
-                found.append(Governing(properties, patterns, additional))
-        return found
+        found = [governing_of(node) for node in self.positives]
+        return [rule for rule in found if rule is not None]
 
     def property_schemas(self, name: str) -> list[Node]:
         """What every value of property `name` satisfies, by every fact."""
@@ -490,13 +499,13 @@ def _add_unevaluated(state: _State) -> None:
         if "unevaluatedProperties" in keywords:
             evaluated = evaluated_properties(node, writer=True, holds=state.holds)
             if evaluated is not None:
-                made = _closed_properties(evaluated, keywords["unevaluatedProperties"])
+                made = closed_properties(evaluated, keywords["unevaluatedProperties"])
                 state.synthetic.append(made)
                 state.positives.append(node.with_schema(made))
         if "unevaluatedItems" in keywords:
             length = evaluated_items(node, writer=True, holds=state.holds)
             if length is not None:
-                made = _closed_items(node.draft, length, keywords["unevaluatedItems"])
+                made = closed_items(node.draft, length, keywords["unevaluatedItems"])
                 state.synthetic.append(made)
                 state.positives.append(node.with_schema(made))
 
@@ -673,7 +682,8 @@ def _shortest(lengths: list[int | None]) -> int | None:
     return min(known) if known else None
 
 
-def _closed_properties(evaluated: Evaluated, rest: Any) -> dict[str, Any]:
+def closed_properties(evaluated: Evaluated, rest: Any) -> dict[str, Any]:
+    """unevaluatedProperties as a plain schema: `rest` for the names outside `evaluated`."""
     return {
         "properties": {name: True for name in sorted(evaluated.names)},
         "patternProperties": {pattern: True for pattern in sorted(evaluated.patterns)},
@@ -681,17 +691,8 @@ def _closed_properties(evaluated: Evaluated, rest: Any) -> dict[str, Any]:
     }
 
 
-def _closed_items(draft: Draft, length: int, rest: Any) -> dict[str, Any]:
+def closed_items(draft: Draft, length: int, rest: Any) -> dict[str, Any]:
+    """unevaluatedItems as a plain schema: `rest` for the items after the first `length`."""
     if draft is Draft.DRAFT2020_12:
         return {"prefixItems": [True] * length, "items": rest}
     return {"items": [True] * length, "additionalItems": rest}
-
-
-def closed_properties(evaluated: Evaluated, rest: Any) -> dict[str, Any]:
-    """For a reader: its unevaluatedProperties as a plain schema over the names it surely
-    does not evaluate (more names than the keyword constrains: a stricter reader)."""
-    return _closed_properties(evaluated, rest)
-
-
-def closed_items(draft: Draft, length: int, rest: Any) -> dict[str, Any]:
-    return _closed_items(draft, length, rest)

@@ -356,14 +356,15 @@ class _Comparison:
         return conflicts + _oneof_conflicts(reader, writer)
 
     def field(self, message: str, reader: Field, writer: Field) -> list[Conflict]:
+        if reader == writer and reader.type not in _NAMED_TYPES:
+            return []
         location = f"{message}.{reader.name}"
-        detail = f"the reader has {reader.describe()}, the writer {writer.describe()}"
         conflicts = []
         why = self.wire_incompatibility(reader, writer)
         if why is not None:
-            conflicts.append(Conflict("field-type-changed", location, detail + why))
+            conflicts.append(Conflict("field-type-changed", location, _both(reader, writer) + why))
         if reader.repeated != writer.repeated and not _reads_as_element(reader, writer):
-            detail = f"{detail}: {_why_lost(reader)}"
+            detail = f"{_both(reader, writer)}: {_why_lost(reader)}"
             conflicts.append(Conflict("field-cardinality-changed", location, detail))
         if reader.required and not writer.required:
             detail = f"the reader requires {reader.describe()}, the writer may leave it out"
@@ -403,6 +404,10 @@ class _Comparison:
             return None
         first = found[0]
         return f"; their contents differ: [{first.rule}] at {first.location}: {first.detail}"
+
+
+def _both(reader: Field, writer: Field) -> str:
+    return f"the reader has {reader.describe()}, the writer {writer.describe()}"
 
 
 def _reads_as_element(reader: Field, writer: Field) -> bool:
