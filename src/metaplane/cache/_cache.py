@@ -43,8 +43,8 @@ log = logging.getLogger(__name__)
 Decoder = Callable[[str, bytes], object]
 """Turns a key's value into its typed form (raises on a malformed value)."""
 
-PAGE = 5000
-"""Keys read per request while loading: a huge prefix never comes as one response."""
+PAGE = 10_000
+"""Keys read per page while loading: a huge prefix never comes as one response."""
 
 T = TypeVar("T")
 
@@ -288,22 +288,14 @@ class LocalCache:
         return revision
 
     async def _read_all(self) -> tuple[int, builtins.list[Entry]]:
-        """Every entry under the prefixes, read at one revision."""
-        revision: int | None = None
+        """Every entry under the prefixes, read at one revision: one scan, linear on every
+        backend whatever writes meanwhile, in pages of PAGE keys."""
         entries: builtins.list[Entry] = []
-        for prefix in self.prefixes:
-            after: str | None = None
-            while True:
-                page = await self._store.list(
-                    prefix, revision=revision, limit=PAGE, start_after=after
-                )
-                revision = page.revision
+        async with self._store.scan(self.prefixes, page=PAGE) as pages:
+            async for page in pages:
                 entries.extend(page)
-                if not page.more:
-                    break
-                after = page[-1].key
-        assert revision is not None
-        return revision, entries
+        assert pages.revision is not None
+        return pages.revision, entries
 
     # -- following ---------------------------------------------------------------------
 

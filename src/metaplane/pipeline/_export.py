@@ -15,7 +15,7 @@ from metaplane.pipeline._snapshot import Snapshot, SnapshotWriter
 from metaplane.store import Compacted, MetadataStore
 
 ROOT = "/"
-DEFAULT_PAGE_SIZE = 500
+DEFAULT_PAGE_SIZE = 10_000
 
 Progress = Callable[[int], None]
 """Called with the number of keys read so far."""
@@ -35,26 +35,23 @@ async def export_snapshot(
     leaves nothing behind; run it again.
     """
     taken_at = time.time()
-    first = await store.list(ROOT, limit=page_size)
-    with SnapshotWriter(
-        folder, revision=first.revision, source=store.url, taken_at=taken_at
-    ) as writer:
-        writer.add_entries(first)
-        page = first
-        while page.more and page.entries:
-            _report(progress, writer.count)
+    async with store.scan(ROOT, page=page_size) as pages:
+        first = await anext(pages)
+        with SnapshotWriter(
+            folder, revision=first.revision, source=store.url, taken_at=taken_at
+        ) as writer:
+            writer.add_entries(first)
             try:
-                page = await store.list(
-                    ROOT, revision=first.revision, limit=page_size, start_after=page[-1].key
-                )
+                async for page in pages:
+                    _report(progress, writer.count)
+                    writer.add_entries(page)
             except Compacted as error:
                 raise SnapshotError(
                     f"revision {first.revision} was compacted during the export "
                     f"({error}); run it again"
                 ) from None
-            writer.add_entries(page)
-        _report(progress, writer.count)
-        return writer.close()
+            _report(progress, writer.count)
+            return writer.close()
 
 
 def _report(progress: Progress | None, count: int) -> None:

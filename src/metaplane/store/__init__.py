@@ -7,7 +7,7 @@ Backends: `memory://`, `sqlite:///path`, `etcd://h1:2379,h2:2379`. See DESIGN.md
 contract; every backend passes the one conformance suite in tests/store/.
 """
 
-from metaplane.store._base import MetadataStore, Watch
+from metaplane.store._base import SCAN_PAGE, MetadataStore, PrefixWatch, Scan, Watch
 from metaplane.store._errors import (
     AlreadyExists,
     BadVersion,
@@ -21,6 +21,7 @@ from metaplane.store._errors import (
     LeaseNotFound,
     MetadataError,
     NotFound,
+    OrderLost,
     PermissionDenied,
     TxnTooLarge,
     Unavailable,
@@ -67,6 +68,7 @@ __all__ = [
     "MAX_KEY_BYTES",
     "MAX_TXN_OPS",
     "MAX_VALUE_BYTES",
+    "SCAN_PAGE",
     "AlreadyExists",
     "BadVersion",
     "Compacted",
@@ -96,8 +98,11 @@ __all__ = [
     "MetadataStore",
     "NotFound",
     "Operation",
+    "OrderLost",
     "PermissionDenied",
+    "PrefixWatch",
     "Put",
+    "Scan",
     "SqliteStore",
     "Target",
     "Txn",

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import abc
 import builtins
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from types import TracebackType
 from typing import Self
 
 from metaplane.store._errors import AlreadyExists, BadVersion, InvalidRequest, NotFound
-from metaplane.store._keys import check_key, check_prefix, child_segment
+from metaplane.store._keys import check_key, check_prefix, child_segment, covering
 from metaplane.store._lease import KeepAliveState, LeaseKeeper
 from metaplane.store._model import (
     ABSENT,
@@ -42,6 +42,10 @@ from metaplane.store._model import (
 
 MAX_LEASE_TTL = 9_000_000_000
 """etcd's own limit on a lease's TTL, in seconds (its MaxLeaseTTL)."""
+
+SCAN_PAGE = 10_000
+"""Keys a scan hands out at a time unless told otherwise: a page of the layout's keys is a
+few megabytes, whatever the size of the store."""
 
 
 class Watch(abc.ABC, AsyncIterator[WatchBatch]):
@@ -71,6 +75,132 @@ class Watch(abc.ABC, AsyncIterator[WatchBatch]):
 
     @abc.abstractmethod
     async def aclose(self) -> None: ...
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class Scan(AsyncIterator[Listing]):
+    """The pages of a scan (`MetadataStore.scan`): `Listing`s in key order, every one read
+    at the same revision, the last one with `more` False. `revision` is that revision once
+    the first page is out. Close it (or use it as an async context manager) to release what
+    the backend holds for it when it is left before its end."""
+
+    def __init__(self, pages: AsyncGenerator[Listing, None]) -> None:
+        self._pages = pages  # a backend's pages, some perhaps empty, `more` not set
+        self._ahead: Listing | None = None
+        self._started = False
+        self._finished = False
+        self._last_revision: int | None = None
+        self.revision: int | None = None
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> Listing:
+        if self._finished:
+            raise StopAsyncIteration
+        if not self._started:
+            self._started = True
+            self._ahead = await self._pull()
+        current = self._ahead
+        if current is None:  # nothing at all: one empty page says at which revision
+            self._finished = True
+            assert self._last_revision is not None
+            self.revision = self._last_revision
+            return Listing((), self._last_revision, False)
+        self._ahead = await self._pull()
+        self._finished = self._ahead is None
+        self.revision = current.revision
+        return Listing(current.entries, current.revision, self._ahead is not None)
+
+    async def _pull(self) -> Listing | None:
+        """The backend's next page that holds keys, or None at its end."""
+        async for listing in self._pages:
+            self._last_revision = listing.revision
+            if listing.entries:
+                return listing
+        return None
+
+    async def aclose(self) -> None:
+        await self._pages.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class PrefixWatch(abc.ABC, AsyncIterator[WatchBatch]):
+    """One watch over a set of prefixes that changes while it runs
+    (`MetadataStore.watch_prefixes`).
+
+    It yields `WatchBatch`es in strictly increasing revision order, never one at or below a
+    batch already returned. A batch at revision X holds every event of X under the prefixes
+    the watch follows at X: a prefix given to the constructor is followed from its
+    `start_revision`, one added by `add` from the revision after the one `add` returned,
+    and none after `remove` returned. A batch without events is a progress batch (asked
+    for by `request_progress`): every change under the prefixes up to its revision came
+    before it.
+
+    It raises `Compacted` when the history it needs is gone, and its subclass `OrderLost`
+    when the store delivered an event it cannot place in order any more (etcd, see
+    docs/store.md): the caller then resyncs (reads its prefixes again at a new revision
+    and diffs). `Unavailable` when the store cannot be reached: the caller resumes with a
+    new watch from the last revision it saw + 1, or resyncs.
+    """
+
+    @property
+    @abc.abstractmethod
+    def prefixes(self) -> frozenset[str]:
+        """The prefixes followed now."""
+
+    @abc.abstractmethod
+    async def add(self, prefixes: Iterable[str]) -> int:
+        """Follow `prefixes` too, and return a revision R: from now on the watch delivers
+        every event under them with a revision above R, and none at or below R.
+
+        To miss nothing and get nothing twice, read the prefixes at R and apply what the
+        watch delivers after. R may be ahead of the batches handed out so far: the watch
+        still has to deliver the other prefixes' events up to R, so hold the read back
+        (do not count it as applied) until the watch has passed R — a batch or a progress
+        batch at or above R. Prefixes followed already are left as they are; R holds for
+        the others. Cheap: adding 200,000 prefixes costs far less than reading their keys.
+        """
+
+    @abc.abstractmethod
+    async def remove(self, prefixes: Iterable[str]) -> None:
+        """Stop following `prefixes`: once this returns, no event under them is handed out
+        (unless another prefix followed still covers it). Unknown prefixes are ignored."""
+
+    @abc.abstractmethod
+    def request_progress(self) -> None:
+        """Ask for a progress batch once the watch has caught up: it comes once, after any
+        batch still pending, at a revision above the last batch returned (on a store that
+        has not moved since, when it moves)."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None: ...
+
+    def __aiter__(self) -> Self:
+        return self
+
+    @abc.abstractmethod
+    async def __anext__(self) -> WatchBatch: ...
 
     async def __aenter__(self) -> Self:
         return self
@@ -132,6 +262,37 @@ class MetadataStore(abc.ABC):
     async def revision(self) -> int:
         """The store's current revision."""
         return await self._revision()
+
+    def scan(
+        self,
+        prefixes: str | Iterable[str],
+        *,
+        revision: int | None = None,
+        page: int = SCAN_PAGE,
+        keys_only: bool = False,
+    ) -> Scan:
+        """Every key of one or several prefixes, read at one revision, as pages of at most
+        `page` keys in key order — a linear read of any size, whatever writes meanwhile.
+
+            async with store.scan("/topics") as pages:
+                async for page in pages:
+                    ...  # page.revision is the same on every page
+
+        `revision` pins the read (default: the store's revision when the scan starts; the
+        first page's `revision` says which). Prefixes covered by another one given are read
+        once. `Compacted` when the revision is compacted before the scan could read it
+        (sqlite and memory read one snapshot and finish; etcd raises on the next page), at
+        a revision in the future `InvalidRequest`. Each backend reads in its own way: see
+        docs/store.md.
+        """
+        given = (prefixes,) if isinstance(prefixes, str) else tuple(prefixes)
+        if not given:
+            raise InvalidRequest("a scan needs at least one prefix")
+        wanted = covering(check_prefix(prefix) for prefix in given)
+        if revision is not None:
+            check_revision(revision)
+        check_int(page, "page", 1)
+        return Scan(self._scan(wanted, revision, page, keys_only))
 
     # -- writes ------------------------------------------------------------------------
 
@@ -236,6 +397,20 @@ class MetadataStore(abc.ABC):
             check_revision(start_revision, "start_revision")
         return self._watch(prefix, start_revision)
 
+    def watch_prefixes(
+        self, prefixes: Iterable[str] = (), *, start_revision: int | None = None
+    ) -> PrefixWatch:
+        """One watch over a set of prefixes, changed while it runs by `add` and `remove`:
+        the changes under `prefixes` from `start_revision` (default: from now on), and of
+        every prefix added later from the revision `add` returns. Its traffic grows with the
+        changes under the prefixes, not with the store's. See `PrefixWatch` for the
+        contract.
+        """
+        wanted = frozenset(check_prefix(prefix) for prefix in prefixes)
+        if start_revision is not None:
+            check_revision(start_revision, "start_revision")
+        return self._watch_prefixes(wanted, start_revision)
+
     # -- life cycle --------------------------------------------------------------------
 
     async def aclose(self) -> None:
@@ -286,6 +461,26 @@ class MetadataStore(abc.ABC):
 
     @abc.abstractmethod
     def _watch(self, prefix: str, start_revision: int | None) -> Watch: ...
+
+    def _watch_prefixes(self, prefixes: frozenset[str], start_revision: int | None) -> PrefixWatch:
+        raise NotImplementedError(f"{type(self).__name__} cannot watch a set of prefixes")
+
+    async def _scan(
+        self, prefixes: tuple[str, ...], revision: int | None, page: int, keys_only: bool
+    ) -> AsyncGenerator[Listing, None]:
+        """Pages of `prefixes` (sorted, none covering another) at one revision. This one
+        pages with `list` (a backend reads better in its own way; a wrapper store gets it
+        right whatever it wraps)."""
+        pinned = revision
+        for prefix in prefixes:
+            after: str | None = None
+            while True:
+                listing = await self._list(List(prefix, keys_only, page, after), pinned)
+                pinned = listing.revision
+                yield listing
+                if not listing.more or not listing.entries:
+                    break
+                after = listing.entries[-1].key
 
     @abc.abstractmethod
     async def _close(self) -> None: ...

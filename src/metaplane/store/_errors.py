@@ -10,6 +10,7 @@ each; nothing else leaks through the contract. The tree:
     ├── BadVersion               the key exists at another version than expected
     ├── Fenced                   a leader-only write by a node that no longer leads
     ├── Compacted                the history asked for is gone (carries compact_revision)
+    │   └── OrderLost            a watch cannot place what the store sent in order: resync
     ├── Unavailable              the store cannot be reached now; retryable
     ├── PermissionDenied         authentication failed, or the user may not do this
     └── InvalidRequest           bad input, refused before it reaches a backend (ValueError)
@@ -76,6 +77,21 @@ class Compacted(MetadataError):
             message or f"history compacted: revisions before {compact_revision} are gone"
         )
         self.compact_revision = compact_revision
+
+
+class OrderLost(Compacted):
+    """A watch of several prefixes got an event it can no longer deliver in revision order
+    (etcd set one of its watchers aside and sent the event late). As for `Compacted`, the
+    caller resyncs: it reads its prefixes again at a new revision and diffs. `revision` is
+    the revision of the late event; `compact_revision` the first revision the caller can
+    no longer trust (the batch at or above it may have lacked the event)."""
+
+    def __init__(self, revision: int, message: str | None = None) -> None:
+        super().__init__(
+            revision,
+            message or f"watch order lost: an event of revision {revision} came after later ones",
+        )
+        self.revision = revision
 
 
 class Unavailable(MetadataError):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from metaplane.store._errors import (
     MetadataError,
     Unavailable,
 )
+from metaplane.store._etcd_scan import EtcdScan
 from metaplane.store._etcd_watch import EtcdWatch, orders_progress, stalls_progress
 from metaplane.store._etcd_wire import (
     convert,
@@ -314,9 +315,10 @@ class EtcdStore(MetadataStore):
         *,
         idempotent: bool,
         lease: int = 0,
+        attempt: float = ATTEMPT_TIMEOUT,
     ) -> Any:
         """Send one request to the active member, moving on to the next member when the
-        active one fails (or does not answer within ATTEMPT_TIMEOUT) and the request is
+        active one fails (or does not answer within `attempt` seconds) and the request is
         safe to send again."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.options.timeout
@@ -330,7 +332,7 @@ class EtcdStore(MetadataStore):
                 stub = getattr(member, service)
                 return await getattr(stub, method)(
                     request,
-                    timeout=min(ATTEMPT_TIMEOUT, max(remaining, 0.01)),
+                    timeout=min(attempt, max(remaining, 0.01)),
                     metadata=self._metadata,
                 )
             except grpc.aio.AioRpcError as error:
@@ -413,6 +415,12 @@ class EtcdStore(MetadataStore):
             raise Compacted(await self._compaction()) from None
         parts = [] if only_checks else [part.response_range for part in response.responses]
         return _listing(op, parts, revision or response.header.revision)
+
+    async def _scan(
+        self, prefixes: tuple[str, ...], revision: int | None, page: int, keys_only: bool
+    ) -> AsyncGenerator[Listing, None]:
+        async for listing in EtcdScan(self, prefixes, revision, page, keys_only).pages():
+            yield listing
 
     async def _revision(self) -> int:
         request = rpc.RangeRequest(key=b"/", count_only=True)

@@ -8,6 +8,7 @@ covers the key itself and every key under it, never a sibling that merely shares
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 
 from metaplane.store._errors import InvalidKey, InvalidValue, ValueTooLarge
 
@@ -92,3 +93,21 @@ def child_segment(key: str, prefix: str) -> str | None:
         return None
     end = key.find("/", start)
     return key[start:] if end < 0 else key[start:end]
+
+
+def ancestors(key: str) -> Iterator[str]:
+    """`key` itself, then every prefix it lies under, up to and including `/`."""
+    yield key
+    end = key.rfind("/")
+    while end > 0:
+        key = key[:end]
+        yield key
+        end = key.rfind("/")
+    if key != ROOT:
+        yield ROOT
+
+
+def covering(prefixes: Iterable[str]) -> tuple[str, ...]:
+    """The prefixes without those another one of them covers, sorted."""
+    wanted = set(prefixes)
+    return tuple(sorted(p for p in wanted if not any(a in wanted for a in ancestors(p) if a != p)))

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Iterable, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol, TypeAlias
 
-from metaplane.store._base import MetadataStore, Watch
+from metaplane.store._base import MetadataStore, PrefixWatch, Watch
 from metaplane.store._errors import Compacted, InvalidRequest, LeaseNotFound
-from metaplane.store._keys import in_prefix
+from metaplane.store._keys import ROOT, ancestors, check_prefix, in_prefix
 from metaplane.store._model import (
     Compare,
     Delete,
@@ -150,6 +151,64 @@ def trim(selected: list[Entry], op: List) -> tuple[list[Entry], bool]:
     return selected, more
 
 
+def under_any(prefixes: Iterable[str]) -> Callable[[str], bool]:
+    """A test of whether a key lies under one of `prefixes`: a look-up of the key's
+    ancestors in a set, whatever the number of prefixes."""
+    wanted = frozenset(prefixes)
+    if ROOT in wanted:
+        return lambda key: True
+    return lambda key: not wanted.isdisjoint(ancestors(key))
+
+
+def undo_map(later: Iterable[Change], wanted: Callable[[str], bool]) -> dict[str, Entry | None]:
+    """What each wanted key was before `later` (changes in revision order) changed it: the
+    entry it replaced first, or None when it did not exist."""
+    undo: dict[str, Entry | None] = {}
+    for event, prev in later:
+        key = event.key
+        if key not in undo and wanted(key):
+            undo[key] = prev
+    return undo
+
+
+def rewound(current: Iterable[Entry], undo: dict[str, Entry | None]) -> Iterator[Entry]:
+    """`current` (entries in ascending key order) as they were before the changes `undo`
+    describes, in ascending key order: one merge, linear in both."""
+    restored = sorted(undo)
+    position, end = 0, len(restored)
+    for entry in current:
+        key = entry.key
+        while position < end and restored[position] < key:
+            before = undo[restored[position]]
+            position += 1
+            if before is not None:
+                yield before
+        if position < end and restored[position] == key:
+            position += 1
+            before = undo[key]
+            if before is not None:
+                yield before
+            continue
+        yield entry
+    for key in restored[position:]:
+        before = undo[key]
+        if before is not None:
+            yield before
+
+
+def paged(entries: Iterable[Entry], revision: int, page: int, keys_only: bool) -> Iterator[Listing]:
+    """`entries` cut into Listings of `page` entries (values dropped with `keys_only`)."""
+    chunk: list[Entry] = []
+    for entry in entries:
+        if keys_only and entry.value:
+            entry = dataclasses.replace(entry, value=b"")
+        chunk.append(entry)
+        if len(chunk) >= page:
+            yield Listing(tuple(chunk), revision)
+            chunk = []
+    yield Listing(tuple(chunk), revision)
+
+
 def group(events: Iterable[WatchEvent]) -> list[WatchBatch]:
     """Events in revision order → one batch per revision."""
     batches: list[WatchBatch] = []
@@ -194,6 +253,11 @@ class LocalStore(MetadataStore):
         if start_revision is None:
             start_revision = self._current_revision() + 1
         return LogWatch(self, prefix, start_revision)
+
+    def _watch_prefixes(self, prefixes: frozenset[str], start_revision: int | None) -> PrefixWatch:
+        if start_revision is None:
+            start_revision = self._current_revision() + 1
+        return LogPrefixWatch(self, prefixes, start_revision)
 
     async def _close(self) -> None:
         self._closed = True
@@ -250,6 +314,84 @@ class LogWatch(Watch):
                 self._handed_out = self._next - 1
                 return WatchBatch(self._next - 1, ())
             await self._store._wait_beyond(self._next - 1)
+
+    def request_progress(self) -> None:
+        self._progress = True
+        self._store._notify()
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+
+class LogPrefixWatch(PrefixWatch):
+    """A watch of a set of prefixes that reads the change log of a local store once for
+    all of them: each event is kept if one of its key's ancestors is a prefix followed at
+    its revision (a look-up in a dict per ancestor, whatever the number of prefixes). The
+    log is read in revision order and a revision whole, so batches are in order and whole
+    by construction; progress as `LogWatch`'s."""
+
+    def __init__(self, store: LocalStore, prefixes: frozenset[str], start_revision: int) -> None:
+        self._store = store
+        self._after: dict[str, int] = dict.fromkeys(prefixes, start_revision - 1)
+        """Each prefix followed, and the revision after which its events are delivered."""
+        self._next = start_revision
+        self._handed_out = 0
+        self._ready: list[WatchBatch] = []
+        self._progress = False
+        self._closed = False
+
+    @property
+    def prefixes(self) -> frozenset[str]:
+        return frozenset(self._after)
+
+    async def add(self, prefixes: Iterable[str]) -> int:
+        added = [check_prefix(prefix) for prefix in prefixes]
+        revision = self._store._current_revision()
+        for prefix in added:
+            self._after.setdefault(prefix, revision)
+        return revision
+
+    async def remove(self, prefixes: Iterable[str]) -> None:
+        for prefix in prefixes:
+            self._after.pop(prefix, None)
+        kept = [self._followed(batch) for batch in self._ready]
+        self._ready = [batch for batch in kept if batch.events]
+
+    def _followed(self, batch: WatchBatch) -> WatchBatch:
+        return WatchBatch(batch.revision, tuple(e for e in batch.events if self._wanted(e)))
+
+    def _wanted(self, event: WatchEvent) -> bool:
+        after = self._after
+        revision = event.revision
+        for ancestor in ancestors(event.key):
+            since = after.get(ancestor)
+            if since is not None and since < revision:
+                return True
+        return False
+
+    async def __anext__(self) -> WatchBatch:
+        store = self._store
+        while True:
+            if self._closed or store._closed:
+                raise StopAsyncIteration
+            if self._ready:
+                batch = self._ready.pop(0)
+                self._handed_out = batch.revision
+                return batch
+            floor = store._compact_floor()
+            if self._next < floor:
+                self._closed = True
+                raise Compacted(floor)
+            events, seen = store._read_log(ROOT, self._next)
+            self._ready = group(event for event in events if self._wanted(event))
+            self._next = max(self._next, seen + 1)
+            if self._ready:
+                continue
+            if self._progress and self._next - 1 > self._handed_out:
+                self._progress = False
+                self._handed_out = self._next - 1
+                return WatchBatch(self._next - 1, ())
+            await store._wait_beyond(self._next - 1)
 
     def request_progress(self) -> None:
         self._progress = True

@@ -9,14 +9,25 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sortedcontainers import SortedDict
 
 from metaplane.store._errors import Compacted, InvalidRequest, LeaseNotFound
 from metaplane.store._keys import ROOT, children_prefix, in_prefix, prefix_end
-from metaplane.store._local import Change, LocalStore, apply_txn, rewind, select, trim
+from metaplane.store._local import (
+    Change,
+    LocalStore,
+    apply_txn,
+    paged,
+    rewind,
+    rewound,
+    select,
+    trim,
+    under_any,
+    undo_map,
+)
 from metaplane.store._model import (
     Entry,
     EventType,
@@ -76,6 +87,20 @@ class MemoryStore(LocalStore):
 
     async def _revision(self) -> int:
         return self._rev
+
+    async def _scan(
+        self, prefixes: tuple[str, ...], revision: int | None, page: int, keys_only: bool
+    ) -> AsyncGenerator[Listing, None]:
+        """The state at `revision` is taken whole before the first page (references to the
+        entries, and the changes since undone in one pass), so that writes between pages
+        change nothing."""
+        if revision is None:
+            revision = self._rev
+        self._check_readable(revision)
+        current = [entry for prefix in prefixes for entry in _entries(self._data, List(prefix))]
+        undo = undo_map(self._changes_after(revision), under_any(prefixes))
+        for listing in paged(rewound(current, undo), revision, page, keys_only):
+            yield listing
 
     # -- writes ------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -31,7 +31,18 @@ from metaplane.store._errors import (
     Unavailable,
 )
 from metaplane.store._keys import ROOT, children_prefix, prefix_end
-from metaplane.store._local import Change, LocalStore, apply_txn, rewind, select, trim
+from metaplane.store._local import (
+    Change,
+    LocalStore,
+    apply_txn,
+    paged,
+    rewind,
+    rewound,
+    select,
+    trim,
+    under_any,
+    undo_map,
+)
 from metaplane.store._model import (
     MAX_INT64,
     Entry,
@@ -120,7 +131,7 @@ def _connect(path: str, synchronous: Synchronous, *, reader: bool) -> sqlite3.Co
 
 
 def _entry(row: Sequence[Any]) -> Entry:
-    return Entry(row[0], row[1], row[2], row[3], row[4], row[5])
+    return Entry(*row)
 
 
 class _View:
@@ -179,7 +190,7 @@ def _range(conn: sqlite3.Connection, op: List) -> tuple[list[Entry], bool]:
     if op.limit is not None:
         sql += " LIMIT ?"
         args += (min(op.limit + 1, MAX_INT64),)  # one more tells whether more follow
-    children = [_entry(row) for row in conn.execute(sql, args)]
+    children = [Entry(*row) for row in conn.execute(sql, args)]
     return trim(children + own if op.reverse else own + children, op)
 
 
@@ -422,6 +433,7 @@ class SqliteStore(LocalStore):
         self._reap_interval = reap_interval
         self._writer = _Writer(path, synchronous, self._notify)
         self._reader: sqlite3.Connection | None = None
+        self._scans: set[sqlite3.Connection] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._data_version = -1
 
@@ -499,6 +511,43 @@ class SqliteStore(LocalStore):
 
     async def _revision(self) -> int:
         return self._current_revision()
+
+    async def _scan(
+        self, prefixes: tuple[str, ...], revision: int | None, page: int, keys_only: bool
+    ) -> AsyncGenerator[Listing, None]:
+        """Every page from one read transaction on a connection of the scan's own: one WAL
+        snapshot, so that writes meanwhile change nothing and no page rewinds anything.
+        Pinned below the snapshot's revision, the changes since are undone once, merged
+        into the rows as they stream."""
+        if self._reader is None:
+            raise Unavailable(f"{self.path}: the store is closed")
+        conn = _connect(self.path, self._synchronous, reader=True)
+        self._scans.add(conn)
+        try:
+            conn.execute("PRAGMA query_only = 1")
+            conn.execute("BEGIN")
+            current = _meta(conn, "revision")  # the snapshot starts with this read
+            if revision is None:
+                revision = current
+            _check_readable(conn, revision)
+            undo: dict[str, Entry | None] = {}
+            if revision < current:
+                later = conn.execute(
+                    f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE revision > ? "
+                    "ORDER BY revision, seq",
+                    (revision,),
+                )
+                undo = undo_map((_change(row) for row in later), under_any(prefixes))
+            rows = _stream(conn, prefixes, keys_only and not undo, page)
+            for listing in paged(rewound(rows, undo), revision, page, keys_only):
+                yield listing
+        except sqlite3.Error as exc:
+            raise _convert(exc) from exc
+        finally:
+            self._scans.discard(conn)
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("COMMIT")
+            conn.close()
 
     # -- writes ------------------------------------------------------------------------
 
@@ -675,7 +724,29 @@ class SqliteStore(LocalStore):
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+        for conn in self._scans:
+            conn.close()  # a scan left open: its next page raises
+        self._scans.clear()
         await super()._close()
+
+
+def _stream(
+    conn: sqlite3.Connection, prefixes: Sequence[str], keys_only: bool, batch: int
+) -> Iterator[Entry]:
+    """The entries of `prefixes` (sorted, none covering another) in key order, fetched
+    `batch` rows at a time."""
+    columns = _KEY_COLUMNS if keys_only else _COLUMNS
+    for prefix in prefixes:
+        if prefix != ROOT:
+            own = conn.execute(f"SELECT {columns} FROM kv WHERE key = ?", (prefix,)).fetchone()
+            if own is not None:
+                yield Entry(*own)
+        cursor = conn.execute(
+            f"SELECT {columns} FROM kv WHERE key >= ? AND key < ? ORDER BY key",
+            (children_prefix(prefix), prefix_end(prefix)),
+        )
+        while rows := cursor.fetchmany(batch):
+            yield from [Entry(*row) for row in rows]
 
 
 def _prepare(conn: sqlite3.Connection) -> None:
