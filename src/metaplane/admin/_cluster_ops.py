@@ -13,7 +13,8 @@ import msgspec
 
 from metaplane import layout
 from metaplane.admin._errors import NotDraining
-from metaplane.layout import KeyKind, LayoutError
+from metaplane.cache import LocalCache
+from metaplane.layout import KeyKind, LayoutError, TopicName
 from metaplane.resources import (
     BrokerMode,
     BrokerRegistration,
@@ -24,7 +25,6 @@ from metaplane.resources import (
     Reader,
     UnassignedMarker,
     Versioned,
-    assignment_of,
     decode,
 )
 from metaplane.store import BadVersion, Entry, InvalidValue, List, MetadataError
@@ -62,6 +62,8 @@ class Brokers:
 
 
 CLUSTER = List(layout.cluster_prefix())
+BROKERS = layout.brokers_prefix() + "/"
+ASSIGNMENT_SEGMENTS = len(layout.assignment(1, TopicName("n", "t")).split("/"))
 
 
 async def read_brokers(reader: Reader) -> Brokers:
@@ -69,15 +71,21 @@ async def read_brokers(reader: Reader) -> Brokers:
     /cluster, so that they agree with each other."""
     view = await reader.read(CLUSTER)
     found = Brokers(view.revision)
+    counts: dict[str, int] = {}
     for entry in view.entries(CLUSTER):
-        assigned = assignment_of(entry.key)  # most keys: the fast pattern first
-        if assigned is not None:
-            found.broker(assigned[0]).topics += 1
-            continue
+        # Most keys are assignments (/cluster/brokers/{id}/{ns}/{topic}): counted by their
+        # segments, the cheapest test; the few others are parsed.
+        if entry.key.startswith(BROKERS):
+            parts = entry.key.split("/")
+            if len(parts) == ASSIGNMENT_SEGMENTS:
+                counts[parts[3]] = counts.get(parts[3], 0) + 1
+                continue
         try:
             take(found, entry)
         except MalformedValue as error:  # name the key, for the operator to fix it
             raise InvalidValue(f"{entry.key}: {error}") from None
+    for broker_id, count in counts.items():
+        found.broker(int(broker_id)).topics += count
     return found
 
 
@@ -163,25 +171,45 @@ async def store_health(cluster: ClusterManager) -> dict[str, Any]:
     return {"healthy": True, "error": None, "latency_ms": latency, "revision": revision}
 
 
-async def status(cluster: ClusterManager) -> dict[str, Any]:
+async def status(cluster: ClusterManager, memo: StatusMemo | None = None) -> dict[str, Any]:
     """Leader, epoch, brokers, topics waiting for assignment and the store's health. A store
-    that does not answer is said so (from a cache, the rest is still shown)."""
+    that does not answer is said so (from a cache, the rest is still shown). With a `memo`
+    (a server's, on its cache), the cluster's part is computed once per cache revision."""
     health = await store_health(cluster)
     try:
-        found = await read_brokers(cluster.reader)
+        document = await cluster_state(cluster, memo)
     except MetadataError:
         if health["healthy"]:
             raise
-        found = Brokers(0)
-    document = brokers_document(found)
+        document = cluster_document(Brokers(0))
+    return {**document, "store": health}
+
+
+@dataclass
+class StatusMemo:
+    """The cluster's part of the status at one revision of a cache: the same until the cache
+    applies another revision, so that a busy dashboard or a load balancer's probe costs one
+    pass over /cluster per revision, not per request."""
+
+    cache: LocalCache
+    revision: int = -1
+    document: dict[str, Any] = field(default_factory=dict)
+
+
+async def cluster_state(cluster: ClusterManager, memo: StatusMemo | None) -> dict[str, Any]:
+    if memo is not None and memo.revision == memo.cache.applied_revision:
+        return memo.document
+    revision = memo.cache.applied_revision if memo is not None else -1
+    document = cluster_document(await read_brokers(cluster.reader))
+    if memo is not None:
+        memo.revision, memo.document = revision, document
+    return document
+
+
+def cluster_document(found: Brokers) -> dict[str, Any]:
     waiting = [{"topic": topic, **marker} for topic, marker in sorted(found.unassigned.items())]
     live = sum(broker.registration is not None for broker in found.brokers.values())
-    return {
-        **document,
-        "live_brokers": live,
-        "unassigned": waiting,
-        "store": health,
-    }
+    return {**brokers_document(found), "live_brokers": live, "unassigned": waiting}
 
 
 def state_document(broker_id: int, state: Versioned[BrokerState]) -> dict[str, Any]:

@@ -109,6 +109,7 @@ class Operations:
         self.subscription_manager = SubscriptionManager(store, cache)
         self.registry = SchemaRegistry(store, created_by="metaplane-admin")
         self._http = HttpBrokerAdmin() if brokers is None else None
+        self._status_memo = None if cache is None else cluster_ops.StatusMemo(cache)
         self.brokers: subscription_ops.BrokerAdmin = brokers or self._http  # type: ignore[assignment]
 
     async def aclose(self) -> None:
@@ -125,7 +126,7 @@ class Operations:
     # -- cluster -------------------------------------------------------------------------
 
     async def status(self) -> dict[str, Any]:
-        return await cluster_ops.status(self.cluster)
+        return await cluster_ops.status(self.cluster, self._status_memo)
 
     async def list_brokers(self) -> dict[str, Any]:
         return cluster_ops.brokers_document(await cluster_ops.read_brokers(self.reader))

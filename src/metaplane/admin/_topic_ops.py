@@ -63,6 +63,32 @@ def topic_name(text: str) -> TopicName:
     return TopicName.parse(text)
 
 
+def below(prefix: str, key: str) -> list[str]:
+    """The segments of `key` below `prefix` (a key read under that prefix). Cheaper than
+    parsing: the layout's patterns are for keys of unknown kind, these are known."""
+    rest = key[len(prefix) :]
+    return rest.lstrip("/").split("/") if rest else []
+
+
+def subscription_keys(prefix: str, entries: Sequence[Entry]) -> tuple[list[Entry], list[Entry]]:
+    """The subscriptions' metadata and their cursors among the keys under `prefix`
+    (`/topics/{ns}/{topic}/subscriptions`)."""
+    metadata, cursors = [], []
+    for entry in entries:
+        parts = below(prefix, entry.key)
+        if len(parts) == 1:
+            metadata.append(entry)
+        elif len(parts) == 2 and parts[1] == "cursor":
+            cursors.append(entry)
+    return metadata, cursors
+
+
+def broker_of(key: str) -> int | None:
+    """The broker id a registration or a load report key ends with."""
+    last = key.rsplit("/", 1)[-1]
+    return int(last) if last.isdigit() else None
+
+
 def etag(revision: int) -> str:
     """The ETag of a resource of several keys: its highest mod_revision."""
     return f'"r{revision}"'
@@ -146,11 +172,8 @@ class TopicRead:
 
     def subscription_entries(self) -> list[Entry]:
         """The subscriptions' metadata (not their cursors)."""
-        return [
-            entry
-            for entry in self.listed(layout.subscriptions_prefix(self.name))
-            if layout.parse(entry.key).kind is KeyKind.SUBSCRIPTION
-        ]
+        prefix = layout.subscriptions_prefix(self.name)
+        return subscription_keys(prefix, self.listed(prefix))[0]
 
     def identity(self) -> list[Entry]:
         """The keys that say what the topic is (see the module's docstring)."""
@@ -187,7 +210,7 @@ async def read_topic(reader: Reader, name: TopicName, *, fresh: bool = False) ->
                 broker
                 for read in (REGISTRATIONS, LOADS)
                 for entry in brokers.entries(read)
-                if (broker := layout.parse(entry.key).broker_id) is not None
+                if (broker := broker_of(entry.key)) is not None
             }
         )
     )
@@ -249,13 +272,13 @@ def subscriptions_of(found: TopicRead, latest: int | None) -> list[dict[str, Any
     """Each subscription with its cursor, version and backlog (messages after its cursor,
     up to the last offset the metadata knows of)."""
     view = found.view
-    cursors: dict[str, int] = {}
-    for entry in found.listed(layout.subscriptions_prefix(found.name)):
-        key = layout.parse(entry.key)
-        if key.kind is KeyKind.CURSOR and key.subscription is not None:
-            cursors[key.subscription] = view.typed(entry, int).value
+    prefix = layout.subscriptions_prefix(found.name)
+    metadata, cursor_entries = subscription_keys(prefix, found.listed(prefix))
+    cursors = {
+        below(prefix, entry.key)[0]: view.typed(entry, int).value for entry in cursor_entries
+    }
     documents = []
-    for entry in found.subscription_entries():
+    for entry in metadata:
         typed = view.typed(entry, SubscriptionMetadata)
         name = typed.value.subscription_name
         documents.append(subscription_document(typed, cursors.get(name), latest))
@@ -283,12 +306,12 @@ def storage_document(found: TopicRead) -> dict[str, Any]:
     view, name = found.view, found.name
     objects: list[ObjectDescriptor] = []
     current = None
+    cur = layout.storage_cur(name)
     for entry in found.listed(layout.storage_objects_prefix(name)):
-        kind = layout.parse(entry.key).kind
-        if kind is KeyKind.STORAGE_OBJECT:
-            objects.append(view.typed(entry, ObjectDescriptor).value)
-        elif kind is KeyKind.STORAGE_CUR:
+        if entry.key == cur:
             current = msgspec.to_builtins(view.typed(entry, object).value)
+        elif entry.key != layout.storage_objects_prefix(name):
+            objects.append(view.typed(entry, ObjectDescriptor).value)
     sealed = view.get(layout.storage_state(name), SealedState)
     return {
         "objects": len(objects),
