@@ -38,11 +38,16 @@ class Api:
 
 @asynccontextmanager
 async def running(
-    folder: Path, *, tokens: bool = False, store: MetadataStore | None = None
+    folder: Path,
+    *,
+    tokens: bool = False,
+    store: MetadataStore | None = None,
+    analysis: Path | None = None,
 ) -> AsyncIterator[Api]:
     """An admin server (with the token file when `tokens`) and a client of it."""
     opened = store or await SqliteStore.open(folder / "store.db")
-    settings = ServerSettings(port=0, tokens=Tokens.read(token_file(folder)) if tokens else None)
+    read = Tokens.read(token_file(folder)) if tokens else None
+    settings = ServerSettings(port=0, tokens=read, analysis=analysis)
     server = AdminServer(opened, settings)
     await server.start()
     try:

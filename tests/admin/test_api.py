@@ -285,3 +285,26 @@ async def test_the_status_and_the_cluster_metrics(api: Api) -> None:
         "metaplane_unassigned_topics 1.0",
     ):
         assert line in metrics, line
+
+
+async def test_the_last_analysis_is_shown_and_exported(tmp_path: Path) -> None:
+    async with running(tmp_path) as bare:
+        problem_of(await bare.client.get("/admin/v2/analysis"), 404)
+        assert (await bare.client.get("/admin/v2/overview")).json()["analysis"] is None
+    folder = tmp_path / "analysis"
+    folder.mkdir()
+    summary = {
+        "snapshot": {"revision": 77},
+        "audit": {"findings": 3, "severities": {"error": 1, "warning": 2}},
+    }
+    (folder / "summary.json").write_text(json.dumps(summary))
+    (folder / "report.html").write_text("<!DOCTYPE html><title>report</title>")
+    async with running(tmp_path, store=MemoryStore(), analysis=folder) as api:
+        assert (await api.client.get("/admin/v2/analysis")).json() == summary
+        assert (await api.client.get("/admin/v2/overview")).json()["analysis"] == summary
+        report = await api.client.get("/admin/v2/analysis/report.html")
+        assert report.text.startswith("<!DOCTYPE html>")
+        metrics = (await api.client.get("/metrics")).text
+        assert 'metaplane_audit_findings{severity="error"} 1.0' in metrics
+        assert 'metaplane_audit_findings{severity="warning"} 2.0' in metrics
+        assert "metaplane_analysis_revision 77.0" in metrics
