@@ -272,3 +272,17 @@ def test_the_demo_and_the_tour_never_touch_an_existing_store(tmp_path: Path) -> 
         assert result.exit_code == 1, result.output
         assert "exists" in result.output and "new store of its own" in result.output
     assert existing.read_bytes() == before
+
+
+@BACKENDS_WITH_URL
+def test_a_schema_is_printed_whole_never_wrapped_mid_token(cli: Cli, tmp_path: Path) -> None:
+    fields = [{"name": f"identifier_with_a_long_name_{i}", "type": "string"} for i in range(6)]
+    document = json.dumps({"type": "record", "name": "Order", "fields": fields})
+    path = tmp_path / "order.avsc"
+    path.write_text(document)
+    cli("schemas", "register", "orders", str(path))
+    narrow = CliRunner().invoke(
+        app, ["schemas", "get", "orders", "--store", cli.url], env={"COLUMNS": "60"}
+    )
+    assert narrow.exit_code == 0, narrow.output
+    assert document in narrow.stdout.splitlines()

@@ -44,7 +44,9 @@ def default_store() -> str:
 
 DEFAULT_STORE = default_store()
 
-console = Console()
+# Text is never wrapped: a schema, a key or a value printed is one a script (or a
+# copy and paste) can use as it is; tables still fit the terminal.
+console = Console(soft_wrap=True)
 errors = Console(stderr=True)
 
 StoreURL = Annotated[
