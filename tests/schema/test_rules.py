@@ -261,6 +261,20 @@ def test_a_stored_schema_whose_ref_resolves_to_nothing_is_refused_as_a_reader() 
     assert [i.rule for i in result.incompatibilities] == ["type-narrowed"]
 
 
+def test_required_and_dependent_schemas_say_nothing_of_non_objects() -> None:
+    """Found by the soundness test: a writer's required name triggers its dependent schema
+    for objects only; `true` stays valid under the writer and the reader must accept it."""
+    dependent = {"$schema": TWENTY_TWENTY, "required": ["a"],
+                 "dependentSchemas": {"a": {"type": "null"}}}  # fmt: skip
+    writer = json.dumps(dependent)
+    reader = json.dumps({"$schema": TWENTY_TWENTY, "type": "null"})
+    assert broken("JsonSchema", writer, reader, CompatibilityMode.BACKWARD) == [
+        "type-narrowed@/type"
+    ]
+    closed = json.dumps({**dependent, "type": "object"})  # no object can be written
+    assert broken("JsonSchema", closed, reader, CompatibilityMode.BACKWARD) == []
+
+
 def test_float_multiples_are_not_trusted() -> None:
     """Why multipleOf 0.3 does not prove 0.1: jsonschema rejects 0.3 under 0.1."""
     from jsonschema import Draft7Validator  # type: ignore[import-untyped, unused-ignore]

@@ -789,7 +789,10 @@ def _at_most(count: int | None, limit: int) -> bool:
 
 
 def _triggered(piece: Piece) -> list[Node]:
-    """dependentSchemas of the piece's facts whose property the piece requires, not yet in."""
+    """dependentSchemas of the piece's facts whose property the piece requires, not yet in,
+    when its values are all objects (`required` says nothing of the others)."""
+    if not piece.kinds <= {Kind.OBJECT}:
+        return []
     present = {node.key for node in piece.positives}
     return [
         schema

@@ -478,8 +478,11 @@ def _add_references(node: Node, state: _State) -> None:
 
 
 def _add_triggered(state: _State) -> None:
-    """dependentSchemas (and draft 7's schema dependencies) of names the piece requires."""
+    """dependentSchemas (and draft 7's schema dependencies) of names the piece requires, when
+    its values are all objects: `required` and dependentSchemas say nothing of the others."""
     piece = Piece(tuple(state.positives))
+    if not piece.kinds <= {Kind.OBJECT}:
+        return
     for node in state.positives:
         for name, schema in node.dependent_schemas().items():
             if name in piece.required and schema.key not in state.seen:
