@@ -411,6 +411,17 @@ JSON_KEYWORD_CASES = [
         BACKWARD, "bound-narrowed", "/maxProperties",
     ),
     Case(
+        "json-unique-items-added", "JsonSchema",
+        (js(**ARRAY, items={"type": "integer"}),),
+        js(**ARRAY, items={"type": "integer"}, uniqueItems=True),
+        BACKWARD, "unique-items-added", "/uniqueItems",
+    ),
+    Case(
+        "json-pattern-added", "JsonSchema",
+        (js(type="string"),), js(type="string", pattern="^[a-z]+$"),
+        BACKWARD, "pattern-changed", "/pattern",
+    ),
+    Case(
         "json-items-added-to-an-open-array", "JsonSchema",
         (js(**ARRAY),), js(**ARRAY, items={"type": "string"}),
         BACKWARD, "constraint-added", "/items",

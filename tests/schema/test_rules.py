@@ -275,6 +275,36 @@ def test_required_and_dependent_schemas_say_nothing_of_non_objects() -> None:
     assert broken("JsonSchema", closed, reader, CompatibilityMode.BACKWARD) == []
 
 
+def test_a_reference_that_loops_in_place_is_refused() -> None:
+    looping = json.dumps({
+        "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
+        "$ref": "#/$defs/a",
+    })  # fmt: skip
+    assert broken("JsonSchema", json.dumps({"type": "string"}), looping,
+                  CompatibilityMode.BACKWARD) == ["reference-loop@(root)"]  # fmt: skip
+
+
+def test_a_check_too_deep_to_finish_is_refused() -> None:
+    def nested(leaf: str) -> str:
+        schema: Any = {"type": leaf}
+        for _ in range(60):
+            schema = {"type": "object", "properties": {"x": schema}}
+        return json.dumps(schema)
+
+    rules = broken("JsonSchema", nested("string"), nested("number"), CompatibilityMode.BACKWARD)
+    assert rules and rules[0].startswith("analysis-too-complex@/properties/x/")
+
+
+@pytest.mark.parametrize("draft", ["draft-04", "draft-06", "draft-07", "2019-09", "2020-12"])
+def test_every_keyword_jsonschema_validates_is_analysed(draft: str) -> None:
+    """No keyword of the five drafts falls through to `keyword-not-analysed`: that refusal is
+    for keywords of drafts to come."""
+    from metaplane.schema._json_inclusion import _HANDLED
+    from metaplane.schema._json_node import Draft
+
+    assert set(Draft.parse(draft).validator_class.VALIDATORS) <= _HANDLED
+
+
 def test_float_multiples_are_not_trusted() -> None:
     """Why multipleOf 0.3 does not prove 0.1: jsonschema rejects 0.3 under 0.1."""
     from jsonschema import Draft7Validator  # type: ignore[import-untyped, unused-ignore]
