@@ -284,7 +284,7 @@ class Inclusion:
             return False if self.disjoint(piece, node) else None
 
         if "unevaluatedProperties" in keywords and Kind.OBJECT in piece.kinds:
-            evaluated = evaluated_properties(reader, writer=False, holds=holds)
+            evaluated = evaluated_properties(reader, writer=False, holds=holds, keep=self._keep)
             if evaluated is not None:
                 made = closed_properties(evaluated, keywords["unevaluatedProperties"])
                 found = self._objects(piece, self._made(reader, made), path)
@@ -292,7 +292,7 @@ class Inclusion:
                     found, {"additionalProperties": "unevaluatedProperties"}, path
                 )
         if "unevaluatedItems" in keywords and Kind.ARRAY in piece.kinds:
-            length = evaluated_items(reader, writer=False, holds=holds)
+            length = evaluated_items(reader, writer=False, holds=holds, keep=self._keep)
             if length is not None:
                 made = closed_items(reader.draft, length, keywords["unevaluatedItems"])
                 found = self._arrays(piece, self._made(reader, made), path)

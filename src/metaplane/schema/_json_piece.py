@@ -500,13 +500,15 @@ def _add_unevaluated(state: _State) -> None:
         node = state.closing.pop()
         keywords = node.keywords()
         if "unevaluatedProperties" in keywords:
-            evaluated = evaluated_properties(node, writer=True, holds=state.holds)
+            evaluated = evaluated_properties(
+                node, writer=True, holds=state.holds, keep=state.synthetic
+            )
             if evaluated is not None:
                 made = closed_properties(evaluated, keywords["unevaluatedProperties"])
                 state.synthetic.append(made)
                 state.positives.append(node.with_schema(made))
         if "unevaluatedItems" in keywords:
-            length = evaluated_items(node, writer=True, holds=state.holds)
+            length = evaluated_items(node, writer=True, holds=state.holds, keep=state.synthetic)
             if length is not None:
                 made = closed_items(node.draft, length, keywords["unevaluatedItems"])
                 state.synthetic.append(made)
@@ -537,7 +539,9 @@ def _unknown(node: Node) -> bool | None:
     return None
 
 
-def evaluated_properties(node: Node, *, writer: bool, holds: Holds = _unknown) -> Evaluated | None:
+def evaluated_properties(
+    node: Node, *, writer: bool, holds: Holds = _unknown, keep: list[Any] | None = None
+) -> Evaluated | None:
     """The property names `node` and its in-place subschemas evaluate; None: every name.
 
     For a writer, every name any part may evaluate (an over-estimate); for a reader, only
@@ -545,12 +549,17 @@ def evaluated_properties(node: Node, *, writer: bool, holds: Holds = _unknown) -
     part (anyOf, oneOf, if / then / else, dependentSchemas), what `holds` proves holds counts,
     and of the rest, what all the outcomes that may hold evaluate.
     """
-    return _Evaluation(writer, holds).names(node, frozenset(), nested=False)
+    return _Evaluation(writer, holds, [] if keep is None else keep).names(
+        node, frozenset(), nested=False
+    )
 
 
-def evaluated_items(node: Node, *, writer: bool, holds: Holds = _unknown) -> int | None:
+def evaluated_items(
+    node: Node, *, writer: bool, holds: Holds = _unknown, keep: list[Any] | None = None
+) -> int | None:
     """How many leading items `node` evaluates; None: all of them (writer: may; reader: must)."""
-    return _Evaluation(writer, holds).items(node, frozenset(), nested=False)
+    evaluation = _Evaluation(writer, holds, [] if keep is None else keep)
+    return evaluation.items(node, frozenset(), nested=False)
 
 
 _Visiting = frozenset[tuple[int, str, Draft]]
@@ -563,6 +572,7 @@ class _Evaluation:
 
     writer: bool
     holds: Holds
+    keep: list[Any]  # made-up schemas `holds` sees: alive while their ids key its memo
 
     def names(self, node: Node, visiting: _Visiting, *, nested: bool) -> Evaluated | None:
         if not isinstance(node.schema, dict) or node.key in visiting:
@@ -620,8 +630,13 @@ class _Evaluation:
         if "if" in keywords and node.draft >= Draft.DRAFT7:
             yield self._condition(node, keywords)
         for name, schema in node.dependent_schemas().items():
-            present = node.with_schema({"required": [name]})
-            yield _Group([], [schema]) if self.writer else self._split([schema], present)
+            condition = {"required": [name]}
+            self.keep.append(condition)
+            yield (
+                _Group([], [schema])
+                if self.writer
+                else self._split([schema], node.with_schema(condition))
+            )
 
     def _split(self, branches: list[Node], condition: Node | None = None) -> _Group:
         """Branches of which some hold (or, with a condition, all hold if it does): those
