@@ -378,6 +378,11 @@ JSON_KEYWORD_CASES = [
         BACKWARD, "format-changed", "/format",
     ),
     Case(
+        "json-format-widened", "JsonSchema",
+        (js(type="string", format="uri"),), js(type="string", format="iri-reference"),
+        FORWARD, "format-changed", "/format",
+    ),
+    Case(
         "json-content-encoding-added", "JsonSchema",
         (js(type="string"),), js(type="string", contentEncoding="base64"),
         BACKWARD, "content-changed", "/contentEncoding",

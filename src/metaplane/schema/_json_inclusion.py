@@ -344,7 +344,7 @@ class Inclusion:
             )
             conflicts.append(_conflict("pattern-changed", f"{path}/pattern", detail))
         format_name = keywords.get("format")
-        if format_name is not None and format_name not in piece.formats:
+        if format_name is not None and not _format_implied(format_name, piece.formats):
             given_formats = sorted(piece.formats) or None
             detail = f"the reader's format is {format_name!r}, the writer's {given_formats!r}"
             conflicts.append(_conflict("format-changed", f"{path}/format", detail))
@@ -905,6 +905,21 @@ def _may_overlap(one: str, other: str) -> bool:
     if first is None or second is None:
         return True
     return first.startswith(second) or second.startswith(first)
+
+
+# Formats whose strings all have a wider format too, by their RFCs' grammars: every URI is a
+# URI reference and an IRI, every IRI and URI reference an IRI reference, every RFC 5321
+# address an RFC 6531 one. (Not hostname in idn-hostname: "xn--zz" is a hostname, no A-label.)
+_WIDER_FORMATS = {
+    "uri": frozenset({"uri-reference", "iri", "iri-reference"}),
+    "uri-reference": frozenset({"iri-reference"}),
+    "iri": frozenset({"iri-reference"}),
+    "email": frozenset({"idn-email"}),
+}
+
+
+def _format_implied(wanted: str, given: set[str]) -> bool:
+    return any(name == wanted or wanted in _WIDER_FORMATS.get(name, ()) for name in given)
 
 
 def _pattern_implied(pattern: str, piece: Piece) -> bool:
