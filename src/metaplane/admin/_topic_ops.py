@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from typing import Any
 
 import msgspec
@@ -139,7 +139,7 @@ class TopicRead:
     def exists(self) -> bool:
         return self.entry(layout.topic_root(self.name)) is not None
 
-    @property
+    @cached_property
     def assignments(self) -> list[Entry]:
         if not self.scanned:
             keys = (layout.assignment(broker, self.name) for broker in self.candidates)
@@ -170,11 +170,13 @@ class TopicRead:
         key = layout.broker_registration(broker_id)
         return any(entry.key == key for entry in self.view.entries(REGISTRATIONS))
 
-    def subscription_entries(self) -> list[Entry]:
+    @cached_property
+    def subscriptions(self) -> list[Entry]:
         """The subscriptions' metadata (not their cursors)."""
         prefix = layout.subscriptions_prefix(self.name)
         return subscription_keys(prefix, self.listed(prefix))[0]
 
+    @cached_property
     def identity(self) -> list[Entry]:
         """The keys that say what the topic is (see the module's docstring)."""
         singles = (
@@ -185,11 +187,11 @@ class TopicRead:
         )
         found = [entry for key in singles if (entry := self.entry(key)) is not None]
         found += self.listed(layout.producers_prefix(self.name))
-        return found + self.subscription_entries() + self.assignments
+        return found + self.subscriptions + self.assignments
 
     @property
     def etag(self) -> str:
-        return etag(max((entry.mod_revision for entry in self.identity()), default=0))
+        return etag(max((entry.mod_revision for entry in self.identity), default=0))
 
     def unchanged(self, if_match: str | None) -> tuple[Condition, ...]:
         """The conditions of a write under `If-Match`: every key of the topic as read (the
@@ -198,7 +200,7 @@ class TopicRead:
             return ()
         if if_match.strip() not in ("*", self.etag):
             raise PreconditionFailed(f"topic {self.name}", if_match, self.etag)
-        return tuple(unchanged(entry.key, entry.mod_revision) for entry in self.identity())
+        return tuple(unchanged(entry.key, entry.mod_revision) for entry in self.identity)
 
 
 async def read_topic(reader: Reader, name: TopicName, *, fresh: bool = False) -> TopicRead:
@@ -407,7 +409,7 @@ async def delete(
     a partitioned one through the topic manager, after the same checks."""
     found = await read_topic(topics.reader, name, fresh=True)
     conditions = found.unchanged(if_match)
-    subscriptions = [entry.key.rsplit("/", 1)[1] for entry in found.subscription_entries()]
+    subscriptions = [entry.key.rsplit("/", 1)[1] for entry in found.subscriptions]
     if subscriptions and not force:
         raise SubscriptionsExist(name, subscriptions)
     root = found.view.get(layout.topic_root(name), int)
