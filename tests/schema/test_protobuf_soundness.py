@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from metaplane.schema import CompatibilityMode, Schema, check, parse_schema
 from metaplane.schema._protobuf import _compile
 
+# A few seconds in the suite; METAPLANE_SOUNDNESS_EXAMPLES=2000 (and --timeout 0) searches longer.
 EXAMPLES = int(os.environ.get("METAPLANE_SOUNDNESS_EXAMPLES", "120"))
 
 SCALARS = [
