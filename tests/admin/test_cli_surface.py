@@ -66,7 +66,14 @@ def test_a_missing_store_file_is_an_error_unless_create(tmp_path: Path) -> None:
     path = tmp_path / "nested" / "metaplane.db"
     url = f"sqlite://{path}"
     runner = CliRunner()
-    for command in (["topics", "list"], ["status"], ["kv", "ls", "/"], ["brokers", "list"]):
+    snapshot = ["snapshot", "export", "--out", str(tmp_path / "snapshot")]
+    for command in (
+        ["topics", "list"],
+        ["status"],
+        ["kv", "ls", "/"],
+        ["brokers", "list"],
+        snapshot,
+    ):
         result = runner.invoke(app, [*command, "--store", url])
         assert result.exit_code == 1, (command, result.output)
         assert f"no store at {path}" in result.output and "--create" in result.output

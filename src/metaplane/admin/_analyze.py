@@ -13,9 +13,10 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from metaplane.admin._console import Output, OutputFormat, console, errors, fail, print_json, run
+from metaplane.admin._console import Output, OutputFormat, console, errors, fail, print_json
+from metaplane.admin._operations import Operations
+from metaplane.admin._runner import execute
 from metaplane.admin._snapshot import counting, guarded
-from metaplane.store import open_store
 
 if TYPE_CHECKING:
     from metaplane.pipeline import Analysis, AnalyzeSettings, Snapshot
@@ -110,12 +111,11 @@ def analyze(
 def _export(store: str, folder: Path) -> Path:
     from metaplane.pipeline import export_snapshot
 
-    async def export_all() -> Snapshot:
-        async with open_store(store) as opened:
-            with counting(f"snapshot of {opened.url}") as progress:
-                return await export_snapshot(opened, folder, progress=progress)
+    async def export_all(ops: Operations) -> Snapshot:
+        with counting(f"snapshot of {ops.store.url}") as progress:
+            return await export_snapshot(ops.store, folder, progress=progress)
 
-    return run(export_all()).folder
+    return execute(store, export_all).folder
 
 
 def run_analysis(

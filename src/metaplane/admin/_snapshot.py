@@ -22,9 +22,10 @@ from metaplane.admin._console import (
     errors,
     fail,
     print_json,
-    run,
 )
-from metaplane.store import MetadataError, open_store
+from metaplane.admin._operations import Operations
+from metaplane.admin._runner import execute
+from metaplane.store import MetadataError
 
 if TYPE_CHECKING:
     from metaplane.pipeline import Snapshot
@@ -92,12 +93,11 @@ def export(
     """Every key of a live store, read at one pinned revision (writers may keep running)."""
     from metaplane.pipeline import export_snapshot
 
-    async def export_all() -> Snapshot:
-        async with open_store(store) as opened:
-            with counting(f"reading {opened.url}") as progress:
-                return await export_snapshot(opened, out, page_size=page_size, progress=progress)
+    async def export_all(ops: Operations) -> Snapshot:
+        with counting(f"reading {ops.store.url}") as progress:
+            return await export_snapshot(ops.store, out, page_size=page_size, progress=progress)
 
-    show_snapshot(run(export_all()), output)
+    show_snapshot(execute(store, export_all), output)
 
 
 @snapshot_app.command("from-etcdctl")
