@@ -1,31 +1,37 @@
 """The audit: every check fires on the fault injected for it and names its keys, nothing fires
 that was not injected, the checks a synthetic cluster cannot carry fire on crafted snapshots,
-and a clean synthetic cluster yields no finding at all."""
+a clean synthetic cluster yields no finding at all, and nor does a cluster written by Danube
+itself (seed 001's examples as one consistent cluster, read from `etcdctl -w json`)."""
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
 from metaplane import layout
-from metaplane.layout import KeyKind, TopicName
+from metaplane.layout import KeyKind, TopicName, parse
 from metaplane.pipeline import (
     AUDIT,
     CHECKS,
+    SUMMARY,
     SynthSpec,
+    analyze,
     audit,
     classify,
     parse_tables,
     read_tables,
     run_audit,
     snapshot_frame,
+    snapshot_from_etcdctl,
     synth_snapshot,
     write_tables,
 )
 from metaplane.pipeline._audit import checks_named
-from metaplane.resources import BrokerMode, BrokerState, ObjectDescriptor, encode
+from metaplane.resources import BrokerMode, BrokerState, ObjectDescriptor, decode, encode
 from tests.pipeline.conftest import FaultsAnalysis, write_snapshot
 
 # One snapshot holds one leader: these are crafted below instead.
@@ -34,6 +40,9 @@ CRAFTED |= {"partition-count-mismatch"}
 INJECTED = sorted(check.name for check in CHECKS if check.name not in CRAFTED)
 SEVERITY = {check.name: check.severity for check in CHECKS}
 REGISTRATION = b'{"admin_addr":"a","advertised_addr":"b","broker_addr":"c"}'
+DANUBE = Path(__file__).parent / "data" / "danube-seed001.etcdctl.json"
+"""Seed 001's examples as one consistent cluster, written by etcdctl as Danube writes it
+(tests/pipeline/data/danube_seed001.py made it)."""
 
 
 def test_synth_injects_every_other_check(faults_analysis: FaultsAnalysis) -> None:
@@ -125,3 +134,58 @@ def test_a_cursor_ahead_of_the_uploads_is_a_fault_only_without_a_live_owner(
     tables = parse_tables(classify(snapshot_frame(spark, snapshot)))
     findings = audit(tables, checks_named(["cursor-beyond-last-committed"])).collect()
     assert [row["keys"] for row in findings] == [[layout.cursor(orphaned, "sub")]]
+
+
+def _etcdctl_entries(path: Path) -> dict[str, tuple[bytes, int]]:
+    document = json.loads(path.read_text())
+    return {
+        base64.b64decode(kv["key"]).decode(): (base64.b64decode(kv["value"]), kv.get("lease", 0))
+        for kv in document["kvs"]
+    }
+
+
+def test_the_danube_cluster_is_in_seed_001s_formats_only() -> None:
+    entries = _etcdctl_entries(DANUBE)
+    kinds = {key: parse(key).kind for key in entries}
+    ours = {KeyKind.LEADER_EPOCH, KeyKind.LOCK, KeyKind.DEFAULT_COMPATIBILITY_MODE}
+    assert not ours & set(kinds.values()), "nothing metaplane adds"
+    assert not any(kind.legacy for kind in kinds.values())
+    for key, (value, _) in entries.items():
+        decode(kinds[key], value)  # every value in its kind's format
+    leased = {key for key, (_, lease) in entries.items() if lease}
+    registrations = {key for key, kind in kinds.items() if kind is KeyKind.BROKER_REGISTRATION}
+    assert leased == registrations | {layout.leader()} and len(registrations) == 2
+    leader = entries[layout.leader()][0].decode()
+    assert entries[layout.leader()][1] == entries[layout.broker_registration(int(leader))][1]
+
+
+def test_a_cluster_written_by_danube_audits_clean(spark: SparkSession, tmp_path: Path) -> None:
+    snapshot = snapshot_from_etcdctl(DANUBE, tmp_path / "snapshot")
+    analysis = analyze(spark, snapshot, tmp_path / "out")
+    assert json.loads((tmp_path / "out" / AUDIT).read_text())["findings"] == []
+    assert analysis.summary["audit"]["findings"] == 0
+    summary = json.loads((tmp_path / "out" / SUMMARY).read_text())
+    assert summary["leader"] == {"broker_id": "625722408599041316", "epoch": None}
+    # Where metaplane's election is said to run, the missing epoch is its one finding; where
+    # it is said not to, nothing is.
+    tables = read_tables(spark, tmp_path / "out" / "tables")
+    told = run_audit(tables, metaplane_election=True)
+    assert [(f["check"], f["keys"]) for f in told] == [("leader-without-epoch", [layout.leader()])]
+    assert run_audit(tables, metaplane_election=False) == []
+
+
+def test_the_epoch_check_applies_where_metaplanes_coordination_shows(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Told nothing, the audit sees metaplane's election by its own coordination keys: a
+    fenced lock without the epoch is a metaplane cluster that lost its epoch."""
+    base = [(layout.broker_registration(1), REGISTRATION), (layout.leader(), b"1")]
+    lock = (layout.lock("rebalance", 7), b"1")
+    epoch = (layout.leader_epoch(), b"3")
+    check = checks_named(["leader-without-epoch"])
+    for number, (rows, fires) in enumerate(
+        [(base, False), ([*base, lock], True), ([*base, lock, epoch], False)]
+    ):
+        snapshot = write_snapshot(tmp_path / f"snapshot-{number}", rows)
+        tables = parse_tables(classify(snapshot_frame(spark, snapshot)))
+        assert bool(audit(tables, check).collect()) is fires, rows

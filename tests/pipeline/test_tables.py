@@ -1,6 +1,8 @@
-"""Keys parsed into typed tables: every kind of the layout is recognised by its own pattern,
-Spark tells well-formed values from malformed ones exactly as `metaplane.resources.decode`
-does on a corpus of both, and unsigned 64-bit ids come through unchanged."""
+"""Keys parsed into typed tables: every kind of the layout is recognised from its segments as
+`metaplane.layout.parse` recognises it (on a corpus of every kind's key and thousands of
+near misses), Spark tells well-formed values from malformed ones exactly as
+`metaplane.resources.decode` does on a corpus of both, and unsigned 64-bit ids come through
+unchanged."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from metaplane.admin._tour import seed_examples
-from metaplane.layout import PATTERNS, KeyKind, ParsedKey, parse
+from metaplane.layout import PATTERNS, KeyKind, LayoutError, ParsedKey, parse
 from metaplane.pipeline import U64_TYPE, Tables, classify, parse_tables, snapshot_frame
 from metaplane.resources import MalformedValue, decode
 from tests.pipeline.conftest import write_snapshot
@@ -149,3 +151,49 @@ def test_unknown_keys_are_kept(spark: SparkSession, tmp_path: Path) -> None:
     snapshot = write_snapshot(tmp_path / "snapshot", rows)
     unknown = parse_tables(classify(snapshot_frame(spark, snapshot))).unknown
     assert sorted(row["key"] for row in unknown.collect()) == sorted(key for key, _ in rows)
+
+
+# Segments that a key of another kind, or no kind, has where a valid one has its own.
+PROBES = [
+    "", ".", "..", "state", "leader", "leader_epoch", "register", "brokers", "unassigned",
+    "load", "locks", "cluster-name", "load_balance", "_global", "_index", "by_id", "versions",
+    "metadata", "subscriptions", "producers", "cursor", "delivery", "objects", "cur", "policy",
+    "schema", "topics", "0", "00", "01", "1", "4294967295", "4294967296",
+    "18446744073709551615", "18446744073709551616", "99999999999999999999",
+    "00000000000000000030", "0000000000000000030", "000000000000000000030",
+    "18446744073709551615".zfill(20), "18446744073709551616".zfill(20),
+    "a.b", "a-b_C9", "a" * 255, "a" * 256, "é", "x\n", "x y", "x\u2028",
+]  # fmt: skip
+
+
+def _near_misses() -> list[str]:
+    """Every kind's key, and each of its segments replaced by each probe; then a few keys
+    cut short, grown by a segment or mangled around their slashes."""
+    keys: set[str] = set()
+    for number, kind in enumerate(PATTERNS):
+        key = _key(kind, number)
+        parts = key.split("/")
+        keys |= {key, key + "/", key[1:], key + "/x", key.rsplit("/", 1)[0], "//" + key[1:]}
+        keys.add(key.replace("/", "//", 2))
+        for position in range(1, len(parts)):
+            for probe in PROBES:
+                keys.add("/".join([*parts[:position], probe, *parts[position + 1 :]]))
+    return sorted(keys)
+
+
+def _runtime_kind(key: str) -> str | None:
+    try:
+        return parse(key).kind.value
+    except LayoutError:
+        return None
+
+
+def test_kinds_are_decided_from_segments_as_the_runtime_parses_keys(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    keys = _near_misses()
+    snapshot = write_snapshot(tmp_path / "snapshot", [(key, b"null") for key in keys])
+    found = {row["key"]: row["kind"] for row in classify(snapshot_frame(spark, snapshot)).collect()}
+    expected = {key: _runtime_kind(key) for key in keys}
+    assert sum(kind is not None for kind in expected.values()) > len(PATTERNS) * 10
+    assert found == expected

@@ -23,7 +23,9 @@ from metaplane.pipeline._analyze import (
     TABLES,
     Analysis,
     AnalyzeSettings,
+    ParsedSnapshot,
     analyze,
+    parse_snapshot,
     run_audit,
     write_tables,
 )
@@ -52,17 +54,15 @@ from metaplane.pipeline._errors import (
     SparkJobFailed,
 )
 from metaplane.pipeline._export import export_snapshot, snapshot_from_etcdctl
-from metaplane.pipeline._kafka import (
-    ImportPlan,
-    ImportResult,
+from metaplane.pipeline._kafka_read import (
     KafkaNode,
-    apply_import,
-    kafka_rows,
-    plan_kafka_import,
     read_kafka_dump,
     read_kafka_zookeeper,
     write_kafka_dump,
 )
+from metaplane.pipeline._kafka_render import ImportPlan, plan_kafka_import
+from metaplane.pipeline._kafka_transform import kafka_rows
+from metaplane.pipeline._kafka_write import ImportResult, apply_import
 from metaplane.pipeline._snapshot import Snapshot, SnapshotWriter, read_snapshot, snapshot_frame
 from metaplane.pipeline._spark import java_runtime, spark_session, stop_spark
 from metaplane.pipeline._storage import retention_plan, storage
@@ -96,6 +96,7 @@ __all__ = [
     "KafkaDumpError",
     "KafkaNode",
     "Outcome",
+    "ParsedSnapshot",
     "PipelineError",
     "PlanError",
     "PlannedMove",
@@ -119,6 +120,7 @@ __all__ = [
     "java_runtime",
     "kafka_rows",
     "parse_plan",
+    "parse_snapshot",
     "parse_tables",
     "plan_kafka_import",
     "plan_quotas",

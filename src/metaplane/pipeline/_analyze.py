@@ -40,7 +40,7 @@ from metaplane.pipeline._snapshot import Snapshot, snapshot_frame
 from metaplane.pipeline._spark import spark_errors
 from metaplane.pipeline._storage import retention_plan, storage
 from metaplane.pipeline._summary import broker_summary, leadership
-from metaplane.pipeline._tables import UNKNOWN, Tables, classify, parse_tables, read_tables
+from metaplane.pipeline._tables import UNKNOWN, Tables, classify, parse_tables
 from metaplane.pipeline._views import topics
 
 DAY = 86_400
@@ -55,11 +55,9 @@ REBALANCE_PLAN = "rebalance-plan.json"
 REPORT = "report.html"
 INTERPRETED_KEYS = 200_000
 """Up to this many keys, queries run without whole-stage code generation."""
-CACHED_KEYS = 2_000_000
 CONCURRENT_JOBS = 4
 """Spark jobs submitted at once where a stage has many small ones (the checks, the tables):
 planning a job happens on the driver, and overlaps another's running."""
-"""Up to this many keys, the tables are kept in memory once read back."""
 
 Step = Callable[[str], None]
 """Told the name of each stage as it starts (the CLI shows it)."""
@@ -76,6 +74,9 @@ class AnalyzeSettings:
     retention_seconds: int = 7 * DAY
     namespace_retention: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     top_backlogs: int = 10
+    metaplane_election: bool | None = None
+    """Whether metaplane's leader election runs on the cluster (the audit's checks of what it
+    adds apply only there); None: seen in the snapshot (see `Check`)."""
 
     def check(self) -> None:
         if self.threshold < 0:
@@ -112,14 +113,11 @@ def analyze(
     out.mkdir(parents=True, exist_ok=True)
     with spark_errors(), _tuned(spark, snapshot):
         tell("parsing keys into tables")
-        counts = write_tables(spark, snapshot, out / TABLES)
-        tables = read_tables(spark, out / TABLES)
-        if snapshot.keys <= CACHED_KEYS:
-            tables = tables.cached()
+        parsed = parse_snapshot(spark, snapshot, out / TABLES, keep=True)
         try:
-            return _outputs(spark, snapshot, tables, counts, out, settings, tell)
+            return _outputs(spark, snapshot, parsed.tables, parsed.counts, out, settings, tell)
         finally:
-            tables.unpersist()
+            parsed.close()
 
 
 @contextlib.contextmanager
@@ -146,7 +144,7 @@ def _outputs(
     tell: Step,
 ) -> Analysis:
     tell("audit")
-    findings = run_audit(tables)
+    findings = run_audit(tables, metaplane_election=settings.metaplane_election)
     _write_json(out / AUDIT, audit_document(snapshot, findings))
     tell("backlog")
     backlog_frame = backlog(tables)
@@ -174,11 +172,35 @@ def _outputs(
 
 def write_tables(spark: SparkSession, snapshot: Snapshot, folder: Path) -> dict[str, int]:
     """Parse the snapshot's keys and write one Parquet folder per kind present (and
-    `unknown`); the count of keys of each kind.
+    `unknown`); the count of keys of each kind. `read_tables` reads them back."""
+    parsed = parse_snapshot(spark, snapshot, folder, keep=False)
+    parsed.close()
+    return parsed.counts
 
-    The keys are classified in one pass and written grouped by kind (in a scratch folder,
-    removed after): each kind's table then reads its own keys only, instead of every table
-    scanning all of them."""
+
+@dataclass(frozen=True)
+class ParsedSnapshot:
+    """A snapshot's tables as written into `folder`, and the keys of each kind. Until
+    `close`, `tables` are read from the keys grouped by kind (in `folder`/_classified), and
+    kept in memory once computed if asked to."""
+
+    folder: Path
+    tables: Tables
+    counts: dict[str, int]
+
+    def close(self) -> None:
+        self.tables.unpersist()
+        shutil.rmtree(self.folder / CLASSIFIED, ignore_errors=True)
+
+
+def parse_snapshot(
+    spark: SparkSession, snapshot: Snapshot, folder: Path, *, keep: bool, write: bool = True
+) -> ParsedSnapshot:
+    """Classify every key in one pass over the snapshot, written grouped by kind (so that each
+    kind's table reads its own keys only); then each kind's table, written into `folder`,
+    several at once. With `keep`, the tables stay in memory as they are written, for the
+    stages that follow: nothing is read back. Without `write`, no table is written: each is
+    parsed when first used (and kept, with `keep`)."""
     shutil.rmtree(folder, ignore_errors=True)
     scratch = folder / CLASSIFIED
     classify(snapshot_frame(spark, snapshot)).write.partitionBy("kind").parquet(str(scratch))
@@ -186,15 +208,17 @@ def write_tables(spark: SparkSession, snapshot: Snapshot, folder: Path) -> dict[
     counts = {
         row["kind"] or UNKNOWN: row["count"] for row in classified.groupBy("kind").count().collect()
     }
-    tables = dict(parse_tables(classified))
+    parsed = parse_tables(classified)
+    tables = parsed.cached() if keep else parsed
+    frames = dict(tables)
 
-    def write(name: str) -> None:
-        tables[name].write.parquet(str(folder / name))
+    def write_one(name: str) -> None:
+        frames[name].write.parquet(str(folder / name))
 
-    with ThreadPoolExecutor(CONCURRENT_JOBS) as pool:
-        list(pool.map(write, counts))
-    shutil.rmtree(scratch)
-    return dict(sorted(counts.items()))
+    if write:
+        with ThreadPoolExecutor(CONCURRENT_JOBS) as pool:
+            list(pool.map(write_one, sorted(counts, key=lambda name: -counts[name])))
+    return ParsedSnapshot(folder, tables, dict(sorted(counts.items())))
 
 
 # Audit --------------------------------------------------------------------------------------
@@ -202,17 +226,21 @@ def write_tables(spark: SparkSession, snapshot: Snapshot, folder: Path) -> dict[
 _SEVERITY_ORDER = {name: index for index, name in enumerate(SEVERITIES)}
 
 
-def run_audit(tables: Tables, checks: list[Check] | None = None) -> list[dict[str, Any]]:
+def run_audit(
+    tables: Tables,
+    checks: list[Check] | None = None,
+    *,
+    metaplane_election: bool | None = None,
+) -> list[dict[str, Any]]:
     """Every finding, errors first. A job per check: many small plans cost Spark less than
     one plan with every check in it, and several run at once."""
+    chosen = [c for c in (CHECKS if checks is None else checks) if c.applies(metaplane_election)]
 
     def run(one: Check) -> list[dict[str, Any]]:
-        return [_finding(row) for row in one.run(tables).collect()]
+        return [_finding(row) for row in one.run(tables, metaplane_election).collect()]
 
     with ThreadPoolExecutor(CONCURRENT_JOBS) as pool:
-        findings = [
-            f for found in pool.map(run, CHECKS if checks is None else checks) for f in found
-        ]
+        findings = [f for found in pool.map(run, chosen) for f in found]
     findings.sort(key=lambda f: (_SEVERITY_ORDER[f["severity"]], f["check"], f["subject"] or ""))
     return findings
 

@@ -51,15 +51,26 @@ Find = Callable[[Tables], DataFrame]
 
 @dataclass(frozen=True)
 class Check:
-    """One audit check: its name, its severity and what it finds, in a sentence."""
+    """One audit check: its name, its severity and what it finds, in a sentence.
+
+    A check `about_election` is about what metaplane's own leader election adds to the
+    layout (the epoch key): it applies only where that election runs. Told nothing
+    (`metaplane_election` None), the audit takes it to run where the snapshot holds keys of
+    metaplane's own coordination (the leader epoch, fenced locks); a cluster written by
+    Danube alone has none."""
 
     name: str
     severity: Severity
     summary: str
     find: Find
+    about_election: bool = False
 
-    def run(self, tables: Tables) -> DataFrame:
-        return self.find(tables).select(
+    def run(self, tables: Tables, metaplane_election: bool | None = None) -> DataFrame:
+        found = self.find(tables)
+        if self.about_election and metaplane_election is None:
+            evidence = _coordination_keys(tables).where(F.col("coordination_keys") > 0)
+            found = found.crossJoin(evidence)
+        return found.select(
             F.lit(self.name).alias("check"),
             F.lit(self.severity).alias("severity"),
             F.col("subject").cast("string"),
@@ -67,29 +78,52 @@ class Check:
             F.col("message"),
         )
 
+    def applies(self, metaplane_election: bool | None) -> bool:
+        """False for a check about metaplane's election where it is known not to run."""
+        return not (self.about_election and metaplane_election is False)
+
 
 CHECKS: list[Check] = []
 
 
-def check(name: str, severity: Severity, summary: str) -> Callable[[Find], Find]:
+def check(
+    name: str, severity: Severity, summary: str, *, about_election: bool = False
+) -> Callable[[Find], Find]:
     """Register a check."""
 
     def register(find: Find) -> Find:
-        CHECKS.append(Check(name, severity, summary, find))
+        CHECKS.append(Check(name, severity, summary, find, about_election))
         return find
 
     return register
 
 
-def audit(tables: Tables, checks: Iterable[Check] | None = None) -> DataFrame:
-    """The findings of `checks` (every check by default), in one DataFrame."""
-    frames = [one.run(tables) for one in (CHECKS if checks is None else checks)]
+def audit(
+    tables: Tables,
+    checks: Iterable[Check] | None = None,
+    *,
+    metaplane_election: bool | None = None,
+) -> DataFrame:
+    """The findings of `checks` (every check by default), in one DataFrame; see `Check` for
+    `metaplane_election`."""
+    chosen = [c for c in (CHECKS if checks is None else checks) if c.applies(metaplane_election)]
+    frames = [one.run(tables, metaplane_election) for one in chosen]
+    if not frames:
+        return tables.unknown.sparkSession.createDataFrame([], FINDING_SCHEMA)
     return reduce(DataFrame.unionByName, frames)
 
 
 def checks_named(names: Iterable[str]) -> list[Check]:
     wanted = set(names)
     return [one for one in CHECKS if one.name in wanted]
+
+
+def _coordination_keys(tables: Tables) -> DataFrame:
+    """One row: how many keys of metaplane's own coordination the snapshot holds."""
+    keys = (
+        tables[KeyKind.LEADER_EPOCH].select("key").unionByName(tables[KeyKind.LOCK].select("key"))
+    )
+    return keys.agg(F.count(F.lit(1)).alias("coordination_keys"))
 
 
 # Shorthands ---------------------------------------------------------------------------------
@@ -302,7 +336,9 @@ def _leader_unregistered(tables: Tables) -> DataFrame:
 @check(
     "leader-without-epoch",
     WARNING,
-    "a leader is set but the leader epoch (its fencing token) is missing",
+    "a leader is set but the leader epoch (its fencing token) is missing, where metaplane's "
+    "election runs",
+    about_election=True,
 )
 def _leader_without_epoch(tables: Tables) -> DataFrame:
     epochs = _count(tables[KeyKind.LEADER_EPOCH]).withColumnRenamed("n", "epochs")

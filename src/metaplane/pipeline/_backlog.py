@@ -58,6 +58,6 @@ def largest_backlogs(backlog_rows: DataFrame, count: int) -> DataFrame:
     """The `count` subscriptions furthest behind."""
     return (
         backlog_rows.where(F.col("backlog") > 0)
-        .orderBy(F.col("backlog").desc(), *TOPIC)
+        .orderBy(F.col("backlog").desc(), *TOPIC, "subscription")
         .limit(count)
     )

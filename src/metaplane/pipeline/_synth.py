@@ -643,7 +643,12 @@ class Faults:
         registration = next(r for r in rows if r.key == layout.broker_registration(brokers[-1].id))
         registration.lease = 0
         self.note("ephemeral-key-without-lease", registration.key)
+        # metaplane's coordination runs here (a fenced lock is held, under the leader's lease)
+        # but its epoch is gone: a cluster written by Danube alone has neither.
         rows = [row for row in rows if row.key != layout.leader_epoch()]
+        leader = brokers[0]
+        lock = layout.lock("rebalance", leader.lease)
+        rows.append(Row(lock, encode(leader.id), lease=leader.lease))
         self.note("leader-without-epoch", layout.leader())
         self._stale_report(rows, brokers[-1])
         return rows

@@ -1,15 +1,17 @@
-"""Keys parsed into typed tables with the layout's own patterns (`metaplane.layout.PATTERNS`):
-one table per key kind, with the key's fields as columns, the value typed as
-`metaplane.resources` reads it, and a table of the keys outside the layout.
+"""Keys parsed into typed tables with the layout's own table: one pass splits every key into
+its segments and decides its kind from them (the segment count, the literal segments, each
+field checked by the layout's own field pattern), as `metaplane.layout.parse` does; then one
+table per key kind, with the key's fields as columns, the value typed as `metaplane.resources`
+reads it, and a table of the keys outside the layout.
 """
 
 from __future__ import annotations
 
-import re
+import threading
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from functools import cache
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache, reduce
 from pathlib import Path
 from types import MappingProxyType, UnionType
 from typing import get_args, get_type_hints
@@ -19,7 +21,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from metaplane.layout import PATTERNS, KeyKind, KeyPattern, ParsedKey
+from metaplane.layout import KeyKind, ParsedKey
+
+# The layout's own table (each kind's segments) and field patterns, the ones `parse` and
+# `PATTERNS` are made of: metaplane.layout does not export them.
+from metaplane.layout._patterns import END, FIELD_REGEXES
+from metaplane.layout._table import TEMPLATES, Field, Template
 from metaplane.pipeline._snapshot import SPARK_SCHEMA
 from metaplane.pipeline._values import PARSED, U64_TYPE, value_columns
 
@@ -47,10 +54,16 @@ NUMERIC_FIELDS = _numeric_fields()
 @dataclass(frozen=True)
 class Tables:
     """The typed tables of one snapshot: one per key kind (empty when the kind is absent)
-    and the keys outside the layout."""
+    and the keys outside the layout.
+
+    `shared` builds a view that several transforms use once per set of tables; when the
+    tables are kept in memory (`kept`), so are such views."""
 
     kinds: Mapping[KeyKind, DataFrame]
     unknown: DataFrame
+    kept: bool = False
+    _views: dict[str, DataFrame] = field(default_factory=dict, compare=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
     def __getitem__(self, kind: KeyKind) -> DataFrame:
         return self.kinds[kind]
@@ -59,72 +72,150 @@ class Tables:
         yield from ((kind.value, frame) for kind, frame in self.kinds.items())
         yield UNKNOWN, self.unknown
 
+    def shared(self, name: str, build: Callable[[Tables], DataFrame]) -> DataFrame:
+        """The view `name`, built by `build` the first time it is asked for."""
+        with self._lock:
+            view = self._views.get(name)
+            if view is None:
+                view = build(self)
+                if self.kept:
+                    view = view.persist(StorageLevel.MEMORY_AND_DISK)
+                self._views[name] = view
+            return view
+
     def cached(self) -> Tables:
         """The same tables, kept in memory once read (for snapshots that fit)."""
         kinds = {
             kind: frame.persist(StorageLevel.MEMORY_AND_DISK) for kind, frame in self.kinds.items()
         }
-        return Tables(MappingProxyType(kinds), self.unknown.persist(StorageLevel.MEMORY_AND_DISK))
+        unknown = self.unknown.persist(StorageLevel.MEMORY_AND_DISK)
+        return Tables(MappingProxyType(kinds), unknown, kept=True)
 
     def unpersist(self) -> None:
         for _, frame in self:
             frame.unpersist()
+        with self._lock:
+            for view in self._views.values():
+                view.unpersist()
+            self._views.clear()
 
 
 # Classifying --------------------------------------------------------------------------------
 
 
-def _root(pattern: KeyPattern) -> str | None:
-    """The literal first segment every key of the pattern starts with."""
-    match = re.match(r"\^/([A-Za-z0-9_-]+)(?:/|\(\?!)", pattern.regex)
-    return match.group(1) if match else None
+def segments(key: Column) -> Column:
+    """A key's segments: "/cluster/leader" is ["", "cluster", "leader"]."""
+    return F.split(key, "/")
+
+
+def _segment(parts: Column, position: int) -> Column:
+    """Segment `position` of a template (0 is the root), null past the end."""
+    return F.get(parts, position + 1)
 
 
 @cache
-def _patterns_by_root() -> Mapping[str | None, tuple[KeyPattern, ...]]:
-    by_root: defaultdict[str | None, list[KeyPattern]] = defaultdict(list)
-    for pattern in PATTERNS.values():
-        by_root[_root(pattern)].append(pattern)
-    return MappingProxyType({root: tuple(patterns) for root, patterns in by_root.items()})
+def _field_regex(name: str) -> str:
+    """The layout's pattern of one field, for a whole segment."""
+    return f"^(?:{FIELD_REGEXES[name]}){END}"
 
 
-def _kind_expression(key: Column) -> Column:
-    """The kind of each key, or null. The patterns are grouped by their first segment, so
-    that a key is only tried against the patterns of its own root."""
-    root = F.substring_index(F.substring(key, 2, 1 << 20), "/", 1)
+def _fits(parts: Column, template: Template) -> Column:
+    """The key has the template's shape: its segment count and literal segments (the root
+    is already checked)."""
+    checks = [F.size(parts) == len(template.segments) + 1]
+    checks += [
+        _segment(parts, position) == segment
+        for position, segment in enumerate(template.segments)
+        if position > 0 and isinstance(segment, str)
+    ]
+    return reduce(Column.__and__, checks)
+
+
+def _valid_fields(parts: Column, template: Template) -> Column:
+    """Each field segment holds a valid value by its field's pattern; a field named twice
+    (a namespace topic entry's namespace) holds the same text both times."""
+    checks: list[Column] = []
+    first: dict[str, int] = {}
+    for position, segment in enumerate(template.segments):
+        if not isinstance(segment, Field):
+            continue
+        text = _segment(parts, position)
+        if segment.name in first:
+            checks.append(text == _segment(parts, first[segment.name]))
+        else:
+            first[segment.name] = position
+            checks.append(text.rlike(_field_regex(segment.name)))
+    return reduce(Column.__and__, checks, F.lit(True))
+
+
+@cache
+def _templates_by_root() -> Mapping[str, tuple[Template, ...]]:
+    """The templates under each root, as `parse` tries them: by segment count, the one with
+    the most literal segments first (`/cluster/leader` is the leader key, not a cluster
+    named "leader")."""
+    by_root: defaultdict[str, list[Template]] = defaultdict(list)
+    for template in TEMPLATES.values():
+        root = template.segments[0]
+        assert isinstance(root, str), "every template starts with a literal root"
+        by_root[root].append(template)
+    return MappingProxyType(
+        {
+            root: tuple(sorted(found, key=lambda t: (len(t.segments), -t.literal_count)))
+            for root, found in sorted(by_root.items())
+        }
+    )
+
+
+def _kind_of(parts: Column, templates: Sequence[Template]) -> Column:
+    """Among one root's templates: the first whose shape fits decides, and the key is of its
+    kind if its fields are valid, else of none (no other template is tried, as in `parse`)."""
     expression: Column | None = None
-    for name, patterns in _patterns_by_root().items():
-        inner = _first_match(key, patterns)
-        condition = F.lit(True) if name is None else (root == name)
-        expression = (
-            F.when(condition, inner) if expression is None else expression.when(condition, inner)
-        )
+    for template in templates:
+        kind = F.when(_valid_fields(parts, template), F.lit(template.kind.value))
+        fits = _fits(parts, template)
+        expression = F.when(fits, kind) if expression is None else expression.when(fits, kind)
     assert expression is not None
     return expression
 
 
-def _first_match(key: Column, patterns: tuple[KeyPattern, ...]) -> Column:
-    expression = F.when(key.rlike(patterns[0].regex), F.lit(patterns[0].kind.value))
-    for pattern in patterns[1:]:
-        expression = expression.when(key.rlike(pattern.regex), F.lit(pattern.kind.value))
-    return expression
+PARTS = "_parts"
+"""The column a key's segments are split into, once, before its kind is decided on them."""
+
+
+def kind_column(parts: Column) -> Column:
+    """The kind of each key (a `KeyKind` value) from its segments (`segments(key)`), or
+    null for a key outside the layout."""
+    root = _segment(parts, 0)
+    expression: Column | None = None
+    for name, templates in _templates_by_root().items():
+        inner = _kind_of(parts, templates)
+        expression = (
+            F.when(root == name, inner)
+            if expression is None
+            else expression.when(root == name, inner)
+        )
+    assert expression is not None
+    return F.when(F.get(parts, 0) == "", expression)
 
 
 def classify(snapshot: DataFrame) -> DataFrame:
     """The snapshot's rows with `kind` (null outside the layout), `raw`, the value's text
     (bytes that are not UTF-8 replaced, so that every output can hold it) and `utf8`, whether
-    the value was UTF-8 at all (the runtime refuses one that is not)."""
-    key = F.col("key")
+    the value was UTF-8 at all (the runtime refuses one that is not).
+
+    Each key is split once, into a column of its own: the decision reads its segments
+    dozens of times, and Spark would otherwise split the key again for each."""
     text = F.col("value").cast("string")
-    return snapshot.select(
-        key,
+    split = snapshot.select("*", segments(F.col("key")).alias(PARTS))
+    return split.select(
+        "key",
         F.make_valid_utf8(text).alias("raw"),
         F.is_valid_utf8(text).alias("utf8"),
         "create_revision",
         "mod_revision",
         F.col("version").alias("key_version"),
         "lease",
-        F.when(key.startswith("/"), _kind_expression(key)).alias("kind"),
+        kind_column(F.col(PARTS)).alias("kind"),
     )
 
 
@@ -134,14 +225,13 @@ def classify(snapshot: DataFrame) -> DataFrame:
 def kind_table(classified: DataFrame, kind: KeyKind) -> DataFrame:
     """The table of `kind`: key, its fields, `value`, `valid`, `raw` (kept only when the
     value is malformed) and the entry's revisions."""
-    pattern = PATTERNS[kind]
     raw = F.col("raw")
     read = value_columns(kind, raw)
     rows = classified.where(F.col("kind") == kind.value)
     if read.parse is not None:
         rows = rows.select("*", read.parse.alias(PARSED))
     valid = F.col("utf8") & read.valid
-    columns = [F.col("key"), *_field_columns(pattern)]
+    columns = [F.col("key"), *_field_columns(TEMPLATES[kind])]
     if read.value is not None:
         columns.append(F.when(valid, read.value).alias("value"))
     columns += [
@@ -152,13 +242,19 @@ def kind_table(classified: DataFrame, kind: KeyKind) -> DataFrame:
     return rows.select(*columns)
 
 
-def _field_columns(pattern: KeyPattern) -> list[Column]:
+def _field_columns(template: Template) -> list[Column]:
+    """The key's fields, each from its segment (the kind's rows are known to fit)."""
+    parts = segments(F.col("key"))
     columns = []
-    for index, name in enumerate(pattern.groups, start=1):
-        text = F.regexp_extract(F.col("key"), pattern.regex, index)
-        # The pattern admits only canonical decimals within u64, but Spark may evaluate the
-        # cast before the filter on the kind: on another kind's key it must give null, not fail.
-        columns.append((text.try_cast(U64_TYPE) if name in NUMERIC_FIELDS else text).alias(name))
+    named: set[str] = set()
+    for position, segment in enumerate(template.segments):
+        if isinstance(segment, Field) and segment.name not in named:
+            named.add(segment.name)
+            text = _segment(parts, position)
+            # try_cast: Spark may evaluate the cast before the filter on the kind, on
+            # another kind's key; there it must give null, not fail.
+            value = text.try_cast(U64_TYPE) if segment.name in NUMERIC_FIELDS else text
+            columns.append(value.alias(segment.name))
     return columns
 
 
@@ -171,7 +267,7 @@ def unknown_table(classified: DataFrame) -> DataFrame:
 
 def parse_tables(classified: DataFrame) -> Tables:
     """Every kind's table (lazily: nothing runs until a table is used)."""
-    kinds = {kind: kind_table(classified, kind) for kind in PATTERNS}
+    kinds = {kind: kind_table(classified, kind) for kind in TEMPLATES}
     return Tables(MappingProxyType(kinds), unknown_table(classified))
 
 
@@ -193,5 +289,5 @@ def read_tables(spark: SparkSession, folder: Path) -> Tables:
         # No partitions at all: an absent kind costs the queries that union it nothing.
         return spark.createDataFrame(spark.sparkContext.emptyRDD(), schemas[name])
 
-    kinds = {kind: read(kind.value) for kind in PATTERNS}
+    kinds = {kind: read(kind.value) for kind in TEMPLATES}
     return Tables(MappingProxyType(kinds), read(UNKNOWN))

@@ -1,6 +1,7 @@
 """Views of the typed tables that several transforms share: topics and their partitions,
 brokers and their modes, owners, subscriptions with cursors, and each topic's last committed
-offset. Pure functions of `Tables`.
+offset. Pure functions of `Tables`; the ones that join or aggregate are built once per set of
+tables (`Tables.shared`), and kept in memory with them.
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ def broker_modes(tables: Tables) -> DataFrame:
 def brokers(tables: Tables) -> DataFrame:
     """Every broker the snapshot knows of (registered, with a state, an assignment or a load
     report): broker_id, registered, mode (active when it has no state key), topics."""
+    return tables.shared("brokers", _brokers)
+
+
+def _brokers(tables: Tables) -> DataFrame:
     ids = (
         tables[KeyKind.BROKER_REGISTRATION]
         .select("broker_id")
@@ -123,6 +128,10 @@ def objects(tables: Tables) -> DataFrame:
 def last_committed(tables: Tables) -> DataFrame:
     """Each topic's last committed offset as the metadata knows it: the highest end of its
     completed objects, or its sealed state's, whichever is higher."""
+    return tables.shared("last_committed", _last_committed)
+
+
+def _last_committed(tables: Tables) -> DataFrame:
     uploaded = (
         objects(tables)
         .where(F.col("completed"))
@@ -157,6 +166,10 @@ def cursors(tables: Tables) -> DataFrame:
 
 def subscriptions(tables: Tables) -> DataFrame:
     """Every subscription with its cursor (null when it has none or it is malformed)."""
+    return tables.shared("subscriptions", _subscriptions)
+
+
+def _subscriptions(tables: Tables) -> DataFrame:
     return (
         tables[KeyKind.SUBSCRIPTION]
         .select(
