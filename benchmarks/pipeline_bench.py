@@ -1,14 +1,22 @@
-"""The pipeline at scale: `metaplane analyze` on synthetic snapshots of 100k, 1M and 10M keys
-(every audit fault injected) at local[2], and in the same run the same audit subset done by a
-plain single-process Python pass over the same snapshot, the one a user would otherwise write.
+"""The pipeline at scale, on synthetic snapshots (every audit fault injected) at local[2]:
+
+- `metaplane analyze`, whole, against the target of issue 13: 10M keys in at most 120 s;
+- one subset of the job — topics per broker, topics assigned twice or never, cursors past the
+  last committed offset, storage per namespace — done three ways in the same run, in
+  alternating order round after round: metaplane's own path (its one-pass classification, its
+  tables and its transforms), a minimal hand-written Spark job of the same subset (the
+  layout's own regexes, a minimal JSON schema), and DuckDB as the single-machine reference.
+  The three must give the same counts. Target: metaplane's path at most 1.2 times the
+  minimal Spark job.
 
     .venv/bin/python benchmarks/pipeline_bench.py [--sizes 100000 1000000 10000000]
-        [--work /tmp/metaplane-bench] [--driver-memory 6g] [--out results.json]
+        [--rounds 3] [--analyze-rounds 1] [--work /tmp/metaplane-bench] [--driver-memory 6g]
 
-Prints a table and writes JSON (benchmarks/results/pipeline_bench.json). Target (issue 6):
-10M keys analysed in at most 5 minutes on 2 cores. Snapshots are generated once per size
-and seed and kept in --work. Wall times depend on what else the machine runs: the JVM's
-own CPU seconds and the load average are recorded beside them.
+DuckDB is installed for the benchmark only, with pip into benchmarks/results/duckdb/ (never a
+dependency of the package), and runs in a process of its own with two threads. Every figure
+is the median of the rounds with its spread (lowest–highest), never the best round; the ratio
+is the median of each round's own ratio. Prints a table; writes JSON
+(benchmarks/results/pipeline_bench.json). Snapshots are kept in --work between runs.
 """
 
 from __future__ import annotations
@@ -16,71 +24,311 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import os
 import platform
 import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
-from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psutil
-import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from rich.console import Console
 from rich.table import Table
 
-from metaplane.layout import KeyKind, LayoutError, parse
+from metaplane.layout import PATTERNS, KeyKind
+from metaplane.layout._names import NAME_RULES
+from metaplane.layout._patterns import FIELD_REGEXES
 from metaplane.pipeline import (
     Snapshot,
     SynthSpec,
     analyze,
+    audit,
+    parse_snapshot,
     read_snapshot,
-    read_tables,
-    run_audit,
     spark_session,
+    storage,
     synth_snapshot,
     topics_for_keys,
 )
 from metaplane.pipeline._audit import checks_named
-from metaplane.resources import MalformedValue, ObjectDescriptor, SealedState, decode
+from metaplane.pipeline._views import brokers
 
 SIZES = (100_000, 1_000_000, 10_000_000)
 TAKEN_AT = 1_800_000_000.0
-SUBSET = (
-    "topic-assigned-twice",
-    "assigned-to-unregistered-broker",
-    "assigned-and-unassigned",
-    "topic-without-namespace-entry",
-    "subscription-of-missing-topic",
-    "cursor-beyond-last-committed",
-    "storage-gap",
-    "storage-overlap",
-    "unknown-key",
-    "malformed-value",
-)
+DUCKDB = "duckdb==1.1.3"
+RESULTS = Path(__file__).parent / "results"
+TARGET_KEYS = 9_000_000  # the 10M snapshot (synth lands a few percent under its size)
+TARGET_SECONDS = 120.0
+TARGET_RATIO = 1.2
 console = Console()
 
-
-@dataclass
-class Result:
-    keys: int
-    synth_seconds: float | None
-    analyze_seconds: float
-    keys_per_second: float
-    jvm_cpu_seconds: float
-    stages: dict[str, float]
-    spark_subset_seconds: float
-    python_subset_seconds: float
-    python_over_spark: float
-    findings_agree: bool
-    findings: dict[str, int] = field(default_factory=dict)
-    load_average: float = 0.0
+Counts = dict[str, Any]
+"""The subset's answer: {"topics_per_broker": {id: n}, "assigned_twice": n, "never_assigned":
+n, "cursors_past_last_committed": n, "storage_per_namespace": {ns: [objects, bytes]}}."""
 
 
-# The Spark side -----------------------------------------------------------------------------
+# Snapshots ------------------------------------------------------------------------------------
+
+
+def snapshot_of(size: int, work: Path) -> Snapshot:
+    """The synthetic snapshot of about `size` keys (generated unless kept from a past run)."""
+    folder = work / f"synth-{size}"
+    if (folder / "snapshot.json").exists():
+        return read_snapshot(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    topics = max(topics_for_keys(size, SynthSpec(faults=True)), 200)
+    spec = SynthSpec(
+        brokers=max(3, topics // 10_000), topics=topics, faults=True, seed=1, taken_at=TAKEN_AT
+    )
+    return synth_snapshot(spec, folder)
+
+
+# metaplane's path -----------------------------------------------------------------------------
+
+SUBSET_CHECKS = ("topic-assigned-twice", "topic-unowned", "cursor-beyond-last-committed")
+
+
+def metaplane_subset(spark: SparkSession, snapshot: Snapshot, scratch: Path) -> Counts:
+    """The subset by metaplane's own path: every key classified in one pass, the tables the
+    subset needs parsed from it (and kept), then the pipeline's own transforms."""
+    parsed = parse_snapshot(spark, snapshot, scratch, keep=True, write=False)
+    try:
+        tables = parsed.tables
+        found = audit(tables, checks_named(SUBSET_CHECKS)).groupBy("check").count().collect()
+        by_check = {row["check"]: row["count"] for row in found}
+        loads = brokers(tables).where(F.col("topics") > 0).collect()
+        rolled = storage(tables).where(F.col("level") == "namespace").collect()
+    finally:
+        parsed.close()
+    return {
+        "topics_per_broker": {str(int(row["broker_id"])): row["topics"] for row in loads},
+        "assigned_twice": by_check.get("topic-assigned-twice", 0),
+        "never_assigned": by_check.get("topic-unowned", 0),
+        "cursors_past_last_committed": by_check.get("cursor-beyond-last-committed", 0),
+        "storage_per_namespace": {
+            row["namespace"]: [row["objects"], int(row["bytes"] or 0)] for row in rolled
+        },
+    }
+
+
+# A minimal hand-written Spark job of the same subset ------------------------------------------
+
+U64 = T.DecimalType(20, 0)
+TOPIC = ["namespace", "topic"]
+
+
+def minimal_subset(spark: SparkSession, snapshot: Snapshot, scratch: Path) -> Counts:
+    """What one would write by hand for the subset alone: each kind it needs picked out by a
+    prefix and the layout's own regex, its fields extracted by the regex, values read with
+    a minimal JSON schema; the snapshot read once into memory."""
+    keys = (
+        spark.read.parquet(*snapshot.paths)
+        .select("key", F.col("value").cast("string").alias("value"))
+        .cache()
+    )
+    try:
+        return _minimal_counts(keys)
+    finally:
+        keys.unpersist()
+
+
+def _of_kind(keys: DataFrame, kind: KeyKind, prefix: str) -> DataFrame:
+    pattern = PATTERNS[kind]
+    key = F.col("key")
+    rows = keys.where(key.startswith(prefix) & key.rlike(pattern.regex))
+    fields = [
+        F.regexp_extract(key, pattern.regex, i + 1).alias(g) for i, g in enumerate(pattern.groups)
+    ]
+    return rows.select(*fields, "value")
+
+
+def _minimal_counts(keys: DataFrame) -> Counts:
+    assignments = _of_kind(keys, KeyKind.ASSIGNMENT, "/cluster/brokers/").cache()
+    registered = _of_kind(keys, KeyKind.BROKER_REGISTRATION, "/cluster/register/")
+    waiting = _of_kind(keys, KeyKind.UNASSIGNED, "/cluster/unassigned/").select(*TOPIC)
+    roots = _of_kind(keys, KeyKind.TOPIC_ROOT, "/topics/").where(F.trim("value") == "0")
+    cursors = _of_kind(keys, KeyKind.CURSOR, "/topics/").select(
+        *TOPIC, F.trim("value").try_cast(U64).alias("cursor")
+    )
+    schema = T.StructType(
+        [
+            T.StructField("completed", T.BooleanType()),
+            T.StructField("end_offset", U64),
+            T.StructField("size", U64),
+        ]
+    )
+    objects = _of_kind(keys, KeyKind.STORAGE_OBJECT, "/danube-data/storage/topics/").select(
+        *TOPIC, F.from_json("value", schema).alias("o")
+    )
+    sealed = _of_kind(keys, KeyKind.STORAGE_STATE, "/danube-data/storage/topics/").select(
+        *TOPIC,
+        F.get_json_object("value", "$.last_committed_offset").try_cast(U64).alias("last"),
+    )
+    per_broker = assignments.groupBy("broker_id").count().collect()
+    twice = assignments.groupBy(*TOPIC).count().where("count > 1").count()
+    owned = assignments.select(*TOPIC)
+    never = roots.select(*TOPIC).join(owned, TOPIC, "left_anti").join(waiting, TOPIC, "left_anti")
+    uploaded = objects.where("o.completed").select(*TOPIC, F.col("o.end_offset").alias("last"))
+    last = uploaded.unionByName(sealed).groupBy(*TOPIC).agg(F.max("last").alias("last"))
+    served = assignments.join(registered.select("broker_id"), "broker_id").select(*TOPIC)
+    beyond = (
+        cursors.join(last, TOPIC).join(served.distinct(), TOPIC, "left_anti").where("cursor > last")
+    )
+    rolled = (
+        objects.where("o is not null")
+        .groupBy("namespace")
+        .agg(F.count("*").alias("objects"), F.sum("o.size").alias("bytes"))
+    )
+    result = {
+        "topics_per_broker": {row["broker_id"]: row["count"] for row in per_broker},
+        "assigned_twice": twice,
+        "never_assigned": never.count(),
+        "cursors_past_last_committed": beyond.count(),
+        "storage_per_namespace": {
+            row["namespace"]: [row["objects"], int(row["bytes"] or 0)] for row in rolled.collect()
+        },
+    }
+    assignments.unpersist()
+    return result
+
+
+# DuckDB, the single-machine reference ---------------------------------------------------------
+
+
+def duckdb_site() -> Path:
+    """DuckDB, installed with pip into a folder of the benchmark's own (once)."""
+    site = RESULTS / "duckdb"
+    if not (site / "duckdb").is_dir():
+        console.print(f"installing {DUCKDB} into {site} (for the benchmark only)")
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(site), DUCKDB],
+            check=True,
+        )
+    return site
+
+
+def _name_check(column: str, name: str) -> str:
+    rule = NAME_RULES[name]
+    reserved = ", ".join(f"'{word}'" for word in rule.reserved)
+    check = f"regexp_full_match({column}, '[{rule.chars}]{{1,255}}')"
+    return f"({check} AND {column} NOT IN ({reserved}))" if reserved else check
+
+
+def _number_check(column: str, name: str) -> str:
+    # The layout's numeric field patterns are plain alternations: RE2 reads them as they are.
+    return f"regexp_full_match({column}, '{FIELD_REGEXES[name]}')"
+
+
+def duckdb_sql(paths: list[str]) -> str:
+    """The subset in DuckDB's SQL: keys split into segments (lists are 1-based), each field
+    checked by the layout's rules (names by their characters and reserved words, numbers by
+    the layout's own patterns)."""
+    files = ", ".join(f"'{path}'" for path in paths)
+    ns, topic = _name_check("p[5]", "namespace"), _name_check("p[6]", "topic")
+    ts_ns, ts_topic = _name_check("p[3]", "namespace"), _name_check("p[4]", "topic")
+    st_ns, st_topic = _name_check("p[5]", "namespace"), _name_check("p[6]", "topic")
+    return f"""
+    CREATE TEMP TABLE k AS
+      SELECT key, CAST(value AS VARCHAR) AS v, string_split(key, '/') AS p
+      FROM read_parquet([{files}]);
+    CREATE TEMP TABLE assignments AS SELECT p[4] AS broker, p[5] AS ns, p[6] AS topic FROM k
+      WHERE len(p) = 6 AND p[1] = '' AND p[2] = 'cluster' AND p[3] = 'brokers'
+        AND {_number_check("p[4]", "broker_id")} AND {_name_check("p[5]", "namespace")}
+        AND {_name_check("p[6]", "topic")};
+    CREATE TEMP TABLE registered AS SELECT p[4] AS broker FROM k
+      WHERE len(p) = 4 AND p[2] = 'cluster' AND p[3] = 'register' AND p[1] = ''
+        AND {_number_check("p[4]", "broker_id")};
+    CREATE TEMP TABLE waiting AS SELECT p[4] AS ns, p[5] AS topic FROM k
+      WHERE len(p) = 5 AND p[2] = 'cluster' AND p[3] = 'unassigned' AND p[1] = ''
+        AND {_name_check("p[4]", "namespace")} AND {_name_check("p[5]", "topic")};
+    CREATE TEMP TABLE roots AS SELECT p[3] AS ns, p[4] AS topic FROM k
+      WHERE len(p) = 4 AND p[2] = 'topics' AND p[1] = '' AND {ts_ns} AND {ts_topic}
+        AND trim(v) = '0';
+    CREATE TEMP TABLE cursors AS
+      SELECT p[3] AS ns, p[4] AS topic, TRY_CAST(trim(v) AS DECIMAL(20, 0)) AS cursor FROM k
+      WHERE len(p) = 7 AND p[2] = 'topics' AND p[5] = 'subscriptions' AND p[7] = 'cursor'
+        AND p[1] = '' AND {ts_ns} AND {ts_topic} AND {_name_check("p[6]", "subscription")};
+    CREATE TEMP TABLE objects AS
+      SELECT p[5] AS ns, p[6] AS topic,
+             TRY_CAST(json_extract_string(v, '$.completed') AS BOOLEAN) AS completed,
+             TRY_CAST(json_extract_string(v, '$.end_offset') AS DECIMAL(20, 0)) AS end_offset,
+             TRY_CAST(json_extract_string(v, '$.size') AS DECIMAL(20, 0)) AS size
+      FROM k
+      WHERE len(p) = 8 AND p[2] = 'danube-data' AND p[3] = 'storage' AND p[4] = 'topics'
+        AND p[7] = 'objects' AND p[1] = '' AND {ns} AND {topic}
+        AND {_number_check("p[8]", "offset")} AND json_valid(v);
+    CREATE TEMP TABLE sealed AS
+      SELECT p[5] AS ns, p[6] AS topic,
+             TRY_CAST(json_extract_string(v, '$.last_committed_offset') AS DECIMAL(20, 0)) AS last
+      FROM k
+      WHERE len(p) = 7 AND p[2] = 'danube-data' AND p[3] = 'storage' AND p[4] = 'topics'
+        AND p[7] = 'state' AND p[1] = '' AND {st_ns} AND {st_topic};
+    """
+
+
+DUCKDB_QUERIES = {
+    "topics_per_broker": "SELECT broker, count(*) FROM assignments GROUP BY broker",
+    "assigned_twice": """SELECT count(*) FROM (SELECT ns, topic FROM assignments
+        GROUP BY ns, topic HAVING count(*) > 1)""",
+    "never_assigned": """SELECT count(*) FROM roots r WHERE
+        NOT EXISTS (SELECT 1 FROM assignments a WHERE a.ns = r.ns AND a.topic = r.topic)
+        AND NOT EXISTS (SELECT 1 FROM waiting w WHERE w.ns = r.ns AND w.topic = r.topic)""",
+    "cursors_past_last_committed": """WITH last AS (
+          SELECT ns, topic, max(l) AS last FROM (
+            SELECT ns, topic, end_offset AS l FROM objects WHERE completed
+            UNION ALL SELECT ns, topic, last FROM sealed) GROUP BY ns, topic),
+        served AS (SELECT DISTINCT ns, topic FROM assignments JOIN registered USING (broker))
+        SELECT count(*) FROM cursors c JOIN last USING (ns, topic)
+        WHERE c.cursor > last.last
+          AND NOT EXISTS (SELECT 1 FROM served s WHERE s.ns = c.ns AND s.topic = c.topic)""",
+    "storage_per_namespace": "SELECT ns, count(*), sum(size) FROM objects GROUP BY ns",
+}
+
+DUCKDB_RUNNER = """
+import json, sys, time
+import duckdb
+sql, queries = json.loads(sys.stdin.read())
+started = time.monotonic()
+db = duckdb.connect()
+db.execute("SET threads TO 2")
+db.execute(sql)
+answer = {name: db.execute(query).fetchall() for name, query in queries.items()}
+print(json.dumps({"seconds": time.monotonic() - started, "answer": answer}, default=str))
+"""
+
+
+def duckdb_subset(snapshot: Snapshot) -> tuple[float, Counts]:
+    """The subset in DuckDB (in a process of its own): its own seconds, and the counts."""
+    env = {**os.environ, "PYTHONPATH": str(duckdb_site())}
+    request = json.dumps([duckdb_sql(snapshot.paths), DUCKDB_QUERIES])
+    done = subprocess.run(
+        [sys.executable, "-c", DUCKDB_RUNNER],
+        input=request, capture_output=True, text=True, env=env, check=True,
+    )  # fmt: skip
+    result = json.loads(done.stdout)
+    answer = result["answer"]
+    counts = {
+        "topics_per_broker": {broker: n for broker, n in answer["topics_per_broker"]},
+        "assigned_twice": answer["assigned_twice"][0][0],
+        "never_assigned": answer["never_assigned"][0][0],
+        "cursors_past_last_committed": answer["cursors_past_last_committed"][0][0],
+        "storage_per_namespace": {
+            ns: [n, int(float(size or 0))] for ns, n, size in answer["storage_per_namespace"]
+        },
+    }
+    return float(result["seconds"]), counts
+
+
+# Measuring ------------------------------------------------------------------------------------
 
 
 def jvm_cpu() -> float:
@@ -95,263 +343,180 @@ def jvm_cpu() -> float:
     return total
 
 
-def snapshot_of(size: int, work: Path) -> tuple[Snapshot, float | None]:
-    """The synthetic snapshot of about `size` keys (generated unless kept from a past run)."""
-    folder = work / f"synth-{size}"
-    if (folder / "snapshot.json").exists():
-        return read_snapshot(folder), None
-    shutil.rmtree(folder, ignore_errors=True)
-    probe = SynthSpec(faults=True)
-    topics = max(topics_for_keys(size, probe), 200)
-    spec = SynthSpec(
-        brokers=max(3, topics // 10_000), topics=topics, faults=True, seed=1, taken_at=TAKEN_AT
-    )
-    started = time.monotonic()
-    snapshot = synth_snapshot(spec, folder)
-    return snapshot, time.monotonic() - started
-
-
-def run_spark(snapshot: Snapshot, out: Path) -> tuple[float, float, dict[str, float]]:
-    """analyze: wall seconds, JVM CPU seconds, seconds per stage."""
-    shutil.rmtree(out, ignore_errors=True)
-    marks: list[tuple[str, float]] = []
-    cpu = jvm_cpu()
-    started = time.monotonic()
-    analyze(
-        spark_session(), snapshot, out, step=lambda name: marks.append((name, time.monotonic()))
-    )
-    ended = time.monotonic()
-    marks.append(("end", ended))
-    stages = {name: round(b - a, 2) for (name, a), (_, b) in itertools.pairwise(marks)}
-    return ended - started, jvm_cpu() - cpu, stages
-
-
-def spark_subset(out: Path) -> tuple[float, Counter[str]]:
-    """The audit subset alone, on the tables analyze wrote."""
-    started = time.monotonic()
-    findings = run_audit(read_tables(spark_session(), out / "tables"), checks_named(SUBSET))
-    return time.monotonic() - started, Counter(finding["check"] for finding in findings)
-
-
-# The plain Python pass ----------------------------------------------------------------------
-
-Topic = tuple[str, str]
-MALFORMED = object()
+def timed(run: Callable[[], Counts]) -> tuple[float, float, Counts]:
+    cpu, started = jvm_cpu(), time.monotonic()
+    counts = run()
+    return time.monotonic() - started, jvm_cpu() - cpu, counts
 
 
 @dataclass
-class Model:
-    """What one pass over every key collects for the subset."""
+class Spread:
+    """The median of some rounds, and the lowest and highest of them."""
 
-    owners: defaultdict[Topic, list[int]] = field(default_factory=lambda: defaultdict(list))
-    registered: set[int] = field(default_factory=set)
-    waiting: set[Topic] = field(default_factory=set)
-    listed: set[Topic] = field(default_factory=set)
-    roots: set[Topic] = field(default_factory=set)
-    topic_keys: list[Topic] = field(default_factory=list)
-    cursors: list[tuple[Topic, int]] = field(default_factory=list)
-    objects: defaultdict[Topic, list[ObjectDescriptor]] = field(
-        default_factory=lambda: defaultdict(list)
-    )
-    sealed: dict[Topic, int] = field(default_factory=dict)
-    findings: Counter[str] = field(default_factory=Counter)
+    median: float
+    low: float
+    high: float
 
+    @classmethod
+    def of(cls, values: list[float]) -> Spread:
+        return cls(
+            round(statistics.median(values), 2), round(min(values), 2), round(max(values), 2)
+        )
 
-def rows(snapshot: Snapshot) -> Iterator[tuple[str, bytes]]:
-    for path in snapshot.paths:
-        for batch in pq.ParquetFile(path).iter_batches(columns=["key", "value"]):
-            yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True)
+    def __str__(self) -> str:
+        return f"{self.median:.1f} ({self.low:.1f}–{self.high:.1f})"
 
 
-def collect(model: Model, key: str, value: bytes) -> None:
-    try:
-        parsed = parse(key)
-    except LayoutError:
-        model.findings["unknown-key"] += 1
-        return
-    try:
-        decoded: Any = decode(parsed.kind, value)
-    except MalformedValue:
-        model.findings["malformed-value"] += 1
-        decoded = MALFORMED
-    topic = (parsed.namespace or "", parsed.topic or "")
-    kind = parsed.kind
-    if kind is KeyKind.ASSIGNMENT:
-        model.owners[topic].append(parsed.broker_id or 0)
-    elif kind is KeyKind.BROKER_REGISTRATION:
-        model.registered.add(parsed.broker_id or 0)
-    elif kind is KeyKind.UNASSIGNED:
-        model.waiting.add(topic)
-    elif kind is KeyKind.NAMESPACE_TOPIC:
-        model.listed.add(topic)
-    elif kind is KeyKind.TOPIC_ROOT:
-        model.roots.add(topic)
-    elif kind in (KeyKind.SUBSCRIPTION, KeyKind.CURSOR):
-        model.topic_keys.append(topic)
-        if kind is KeyKind.CURSOR and decoded is not MALFORMED:
-            model.cursors.append((topic, decoded))
-    elif kind is KeyKind.STORAGE_OBJECT and isinstance(decoded, ObjectDescriptor):
-        model.objects[topic].append(decoded)
-    elif kind is KeyKind.STORAGE_STATE and isinstance(decoded, SealedState):
-        model.sealed[topic] = decoded.last_committed_offset
+@dataclass
+class SizeResult:
+    keys: int
+    rounds: int
+    metaplane: Spread
+    minimal: Spread
+    duckdb: Spread
+    ratio: Spread
+    """metaplane's path over the minimal job, round by round."""
+    metaplane_cpu: Spread
+    minimal_cpu: Spread
+    agree: bool
+    counts: Counts
+    analyze: Spread | None = None
+    analyze_cpu: Spread | None = None
+    stages: dict[str, float] = field(default_factory=dict)
+    load_average: float = 0.0
 
 
-def judge(model: Model) -> Counter[str]:
-    found = model.findings
-    for topic, brokers in model.owners.items():
-        found["topic-assigned-twice"] += len(brokers) > 1
-        found["assigned-to-unregistered-broker"] += sum(b not in model.registered for b in brokers)
-        found["assigned-and-unassigned"] += len(brokers) * (topic in model.waiting)
-    found["topic-without-namespace-entry"] += len(model.roots - model.listed)
-    found["subscription-of-missing-topic"] += sum(t not in model.roots for t in model.topic_keys)
-    last = {
-        topic: max([o.end_offset for o in items if o.completed], default=-1)
-        for topic, items in model.objects.items()
+def measure(size: int, args: argparse.Namespace) -> SizeResult:
+    snapshot = snapshot_of(size, args.work)
+    spark = spark_session()
+    console.print(f"[bold]{snapshot.keys:,} keys[/]")
+    contenders: dict[str, Callable[[], Counts]] = {
+        "metaplane": lambda: metaplane_subset(spark, snapshot, args.work / "scratch"),
+        "minimal": lambda: minimal_subset(spark, snapshot, args.work / "scratch"),
     }
-    for topic, offset in model.sealed.items():
-        last[topic] = max(last.get(topic, -1), offset)
-    served = {
-        topic
-        for topic, brokers in model.owners.items()
-        if any(broker in model.registered for broker in brokers)
-    }
-    found["cursor-beyond-last-committed"] += sum(
-        topic in last and last[topic] >= 0 and cursor > last[topic] and topic not in served
-        for topic, cursor in model.cursors
-    )
-    for items in model.objects.values():
-        ordered = sorted(items, key=lambda o: o.start_offset)
-        for before, after in itertools.pairwise(ordered):
-            found["storage-gap"] += after.start_offset > before.end_offset + 1
-            found["storage-overlap"] += after.start_offset <= before.end_offset
-    return Counter({check: count for check, count in found.items() if count})
-
-
-def python_subset(snapshot: Snapshot) -> tuple[float, Counter[str]]:
-    started = time.monotonic()
-    model = Model()
-    for key, value in rows(snapshot):
-        collect(model, key, value)
-    findings = judge(model)
-    return time.monotonic() - started, findings
-
-
-# The run ------------------------------------------------------------------------------------
-
-
-def measure(size: int, work: Path) -> Result:
-    snapshot, synth_seconds = snapshot_of(size, work)
-    console.print(f"[bold]{snapshot.keys:,} keys[/] (synth {synth_seconds or 0:.0f}s)")
-    out = work / f"out-{size}"
-    wall, cpu, stages = run_spark(snapshot, out)
-    console.print(f"  analyze {wall:.1f}s, JVM {cpu:.0f} CPU-s: {stages}")
-    spark_extra, spark_found = spark_subset(out)
-    spark_seconds = stages.get("parsing keys into tables", 0.0) + spark_extra
-    python_seconds, python_found = python_subset(snapshot)
-    console.print(f"  subset: spark {spark_seconds:.1f}s, python {python_seconds:.1f}s")
-    if spark_found != python_found:
-        console.print(f"  [red]findings differ[/]: spark {spark_found} python {python_found}")
-    return Result(
+    wall: dict[str, list[float]] = {"metaplane": [], "minimal": [], "duckdb": []}
+    cpu: dict[str, list[float]] = {"metaplane": [], "minimal": []}
+    answers: dict[str, Counts] = {}
+    for number in range(args.rounds):
+        order = ["metaplane", "minimal", "duckdb"]
+        if number % 2:
+            order.reverse()  # alternate: neither contender always runs first (or warm)
+        for name in order:
+            if name == "duckdb":
+                seconds, answers[name] = duckdb_subset(snapshot)
+                wall[name].append(seconds)
+            else:
+                seconds, used, answers[name] = timed(contenders[name])
+                wall[name].append(seconds)
+                cpu[name].append(used)
+            console.print(f"  round {number + 1}: {name} {wall[name][-1]:.1f}s")
+    ratios = [a / b for a, b in zip(wall["metaplane"], wall["minimal"], strict=True)]
+    agree = answers["metaplane"] == answers["minimal"] == answers["duckdb"]
+    if not agree:
+        console.print(f"  [red]the counts differ[/]: {json.dumps(answers, indent=1)[:3000]}")
+    result = SizeResult(
         keys=snapshot.keys,
-        synth_seconds=None if synth_seconds is None else round(synth_seconds, 1),
-        analyze_seconds=round(wall, 2),
-        keys_per_second=round(snapshot.keys / wall),
-        jvm_cpu_seconds=round(cpu, 1),
-        stages=stages,
-        spark_subset_seconds=round(spark_seconds, 2),
-        python_subset_seconds=round(python_seconds, 2),
-        python_over_spark=round(python_seconds / spark_seconds, 2),
-        findings_agree=spark_found == python_found,
-        findings=dict(sorted(spark_found.items())),
-        load_average=round(os.getloadavg()[0], 2),
+        rounds=args.rounds,
+        metaplane=Spread.of(wall["metaplane"]),
+        minimal=Spread.of(wall["minimal"]),
+        duckdb=Spread.of(wall["duckdb"]),
+        ratio=Spread.of(ratios),
+        metaplane_cpu=Spread.of(cpu["metaplane"]),
+        minimal_cpu=Spread.of(cpu["minimal"]),
+        agree=agree,
+        counts=answers["metaplane"],
     )
+    if args.analyze_rounds:
+        analyze_runs(snapshot, args, result)
+    result.load_average = round(os.getloadavg()[0], 2)
+    return result
 
 
-def growth(results: list[Result]) -> list[float | None]:
-    """How time grows with size between consecutive runs: the exponent k in t ∝ n^k."""
-    exponents: list[float | None] = [None]
-    for before, after in itertools.pairwise(results):
-        ratio = math.log(after.analyze_seconds / before.analyze_seconds)
-        exponents.append(round(ratio / math.log(after.keys / before.keys), 2))
-    return exponents
+def analyze_runs(snapshot: Snapshot, args: argparse.Namespace, result: SizeResult) -> None:
+    walls, cpus = [], []
+    for _ in range(args.analyze_rounds):
+        out = args.work / f"out-{snapshot.keys}"
+        shutil.rmtree(out, ignore_errors=True)
+        marks: list[tuple[str, float]] = []
+        cpu, started = jvm_cpu(), time.monotonic()
+        analyze(spark_session(), snapshot, out, step=_marking(marks))
+        marks.append(("end", time.monotonic()))
+        walls.append(time.monotonic() - started)
+        cpus.append(jvm_cpu() - cpu)
+        result.stages = {n: round(b - a, 1) for (n, a), (_, b) in itertools.pairwise(marks)}
+        console.print(f"  analyze {walls[-1]:.1f}s, JVM {cpus[-1]:.0f} CPU-s: {result.stages}")
+    result.analyze, result.analyze_cpu = Spread.of(walls), Spread.of(cpus)
 
 
-def show(results: list[Result]) -> None:
-    table = Table(title="metaplane analyze at local[2]: synthetic clusters, every fault injected")
-    for column in (
-        "keys",
-        "analyze s",
-        "keys/s",
-        "JVM CPU s",
-        "growth k",
-        "subset: spark s",
-        "python s",
-        "python/spark",
-        "agree",
-        "load",
-    ):
+def _marking(marks: list[tuple[str, float]]) -> Callable[[str], None]:
+    return lambda name: marks.append((name, time.monotonic()))
+
+
+def show(results: list[SizeResult]) -> None:
+    table = Table(title="pipeline at local[2]: median (lowest–highest) of the rounds, seconds")
+    columns = ["keys", "analyze", "metaplane subset", "minimal Spark", "metaplane / minimal"]
+    columns += ["DuckDB", "JVM CPU-s: metaplane / minimal", "agree", "load"]
+    for column in columns:
         table.add_column(column, justify="right")
-    for result, exponent in zip(results, growth(results), strict=True):
+    for result in results:
         table.add_row(
             f"{result.keys:,}",
-            f"{result.analyze_seconds:.1f}",
-            f"{result.keys_per_second:,}",
-            f"{result.jvm_cpu_seconds:.0f}",
-            "" if exponent is None else f"{exponent}",
-            f"{result.spark_subset_seconds:.1f}",
-            f"{result.python_subset_seconds:.1f}",
-            f"{result.python_over_spark:.2f}",
-            "yes" if result.findings_agree else "NO",
+            str(result.analyze) if result.analyze else "–",
+            str(result.metaplane),
+            str(result.minimal),
+            f"{result.ratio.median:.2f} ({result.ratio.low:.2f}–{result.ratio.high:.2f})",
+            str(result.duckdb),
+            f"{result.metaplane_cpu.median:.0f} / {result.minimal_cpu.median:.0f}",
+            "yes" if result.agree else "NO",
             f"{result.load_average}",
         )
     console.print(table)
     for result in results:
-        if result.keys >= TARGET_KEYS:
-            verdict = "met" if target_met(result) else "[red]NOT met[/]"
-            console.print(
-                f"target: {result.keys:,} keys in {result.analyze_seconds:.0f} s "
-                f"(at most {TARGET_SECONDS} s): {verdict}"
-            )
+        verdicts = [f"subset ratio {result.ratio.median:.2f} (at most {TARGET_RATIO})"]
+        if result.keys >= TARGET_KEYS and result.analyze is not None:
+            verdicts.append(f"analyze {result.analyze.median:.0f} s (at most {TARGET_SECONDS:.0f})")
+        met = targets_met(result)
+        state = "met" if met else "[red]NOT met[/]"
+        console.print(f"{result.keys:,} keys: {', '.join(verdicts)}: {state}")
 
 
-TARGET_KEYS = 9_000_000  # the 10M snapshot (synth lands a few percent under its size)
-TARGET_SECONDS = 300
-
-
-def target_met(result: Result) -> bool | None:
-    """Issue 6's target, for the 10M-key run: analysed in at most 5 minutes on 2 cores."""
-    if result.keys < TARGET_KEYS:
-        return None
-    return result.analyze_seconds <= TARGET_SECONDS
+def targets_met(result: SizeResult) -> bool:
+    met = result.ratio.median <= TARGET_RATIO
+    if result.keys >= TARGET_KEYS and result.analyze is not None:
+        met = met and result.analyze.median <= TARGET_SECONDS
+    return met
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
-    parser.add_argument("--work", type=Path, default=Path("/tmp/metaplane-bench"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--analyze-rounds", type=int, default=1)
+    parser.add_argument(
+        "--work", type=Path, default=Path(tempfile.gettempdir()) / "metaplane-bench"
+    )
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="6g")
-    default_out = Path(__file__).parent / "results" / "pipeline_bench.json"
-    parser.add_argument("--out", type=Path, default=default_out)
+    parser.add_argument("--out", type=Path, default=RESULTS / "pipeline_bench.json")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
+    duckdb_site()
     spark_session(args.master, driver_memory=args.driver_memory)
-    results = [measure(size, args.work) for size in sorted(args.sizes)]
+    results = [measure(size, args) for size in sorted(args.sizes)]
     show(results)
     document = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "master": args.master,
         "driver_memory": args.driver_memory,
-        "subset": list(SUBSET),
-        "growth": growth(results),
-        "target": {"keys": TARGET_KEYS, "seconds": TARGET_SECONDS},
-        "results": [{**asdict(result), "target_met": target_met(result)} for result in results],
+        "duckdb": DUCKDB,
+        "targets": {"ratio": TARGET_RATIO, "keys": TARGET_KEYS, "seconds": TARGET_SECONDS},
+        "results": [{**asdict(r), "targets_met": targets_met(r)} for r in results],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=2) + "\n")
     console.print(f"wrote {args.out}")
-    if not all(result.findings_agree for result in results):
-        console.print("[red]Spark and the plain Python pass found different things[/]")
+    if not all(result.agree for result in results):
+        console.print("[red]the three ways of the subset gave different counts[/]")
         raise SystemExit(1)
 
 
