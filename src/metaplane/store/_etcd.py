@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 from aetcd import rpc
 
-from metaplane.store._base import MetadataStore, Watch
+from metaplane.store._base import MetadataStore, PrefixWatch, Watch
 from metaplane.store._errors import (
     Compacted,
     InvalidRequest,
@@ -27,6 +27,7 @@ from metaplane.store._errors import (
     MetadataError,
     Unavailable,
 )
+from metaplane.store._etcd_prefixes import EtcdPrefixWatch
 from metaplane.store._etcd_scan import EtcdScan
 from metaplane.store._etcd_watch import EtcdWatch, orders_progress, stalls_progress
 from metaplane.store._etcd_wire import (
@@ -582,6 +583,9 @@ class EtcdStore(MetadataStore):
 
     def _watch(self, prefix: str, start_revision: int | None) -> Watch:
         return EtcdWatch(self, prefix, start_revision)
+
+    def _watch_prefixes(self, prefixes: frozenset[str], start_revision: int | None) -> PrefixWatch:
+        return EtcdPrefixWatch(self, prefixes, start_revision)
 
     async def _close(self) -> None:
         for member in self._members:

@@ -32,6 +32,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -382,7 +383,11 @@ class EtcdWatch(Watch):
             stream.created_at is None or now - stream.created_at < STALL_GRACE
         ):
             return False
-        return self._progress or now - stream.reading_since >= IDLE
+        return self._wants_progress() or now - stream.reading_since >= IDLE
+
+    def _wants_progress(self) -> bool:
+        """Whether a progress notification is needed now, silence aside."""
+        return self._progress
 
     @staticmethod
     def _next_look(stream: _Stream, now: float, deadline: float) -> float:
@@ -533,6 +538,19 @@ class EtcdWatch(Watch):
         """Read every change of the keyspace from `passed` + 1 on a stream of its own until
         one at or past `revision`. Returns the highest revision read through with no change
         under the prefix; raises `Compacted` if that history is gone."""
+        return await self.read_history(member, passed, revision, self._pending_change)
+
+    def _pending_change(self, event: Any) -> bool:
+        """True when `event`, read by a probe, is a change the watch has not passed on yet."""
+        return in_prefix(key_of(event.kv), self.prefix)
+
+    async def read_history(
+        self, member: _Member, passed: int, revision: int, stops: Callable[[Any], bool]
+    ) -> int:
+        """Read every change of the keyspace from `passed` + 1 on a stream of its own until
+        one at or past `revision`, or one that `stops` (the revision before it is returned
+        then). Returns the highest revision read through; raises `Compacted` if that
+        history is gone."""
         call = member.watch.Watch(metadata=self._store._stream_metadata())
         create = rpc.WatchCreateRequest(
             key=_WHOLE_KEYSPACE[0], range_end=_WHOLE_KEYSPACE[1], start_revision=passed + 1
@@ -552,7 +570,7 @@ class EtcdWatch(Watch):
                         break
                     # A response holds whole revisions, in order, from `passed` + 1 on.
                     for event in response.events:
-                        if in_prefix(key_of(event.kv), self.prefix):
+                        if stops(event):
                             return int(event.kv.mod_revision) - 1
                     if response.events:
                         through = response.events[-1].kv.mod_revision

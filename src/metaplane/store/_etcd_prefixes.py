@@ -1,0 +1,443 @@
+"""The etcd backend's watch of a set of prefixes: one gRPC stream, one etcd watcher per
+prefix on it, their responses put back together into whole revisions in order.
+
+etcd sends the responses of the watchers of one stream through one channel, in revision
+order, as long as every watcher is *synced* (created "from now", or caught up) — so every
+watcher here is created from now, never from a past revision:
+
+- A revision X is whole once the stream has shown a later revision (every watcher's
+  response for X went through the channel before it), or once a progress notification
+  at or past X stands (trusted from servers that order it, verified on older ones, as a
+  single watch's: `_etcd_watch`). With one watcher, a response is whole by itself.
+- History (a `start_revision` in the past; the revisions missed across a fail-over) is
+  read by one watch over the whole keyspace from the last revision passed, on a stream of
+  its own, up to the revision the new watchers were created at, filtered by the prefixes:
+  one watcher's events come in order and whole.
+- While watchers are being created (an `add`), nothing above the revision the stream had
+  shown when the add began is released: etcd holds a new watcher's events until its
+  creation is acknowledged, and that acknowledgement may overtake other watchers' events.
+- A watcher whose channel was full when etcd notified it (a "victim") gets its event late,
+  after later revisions of the others. The watch sees an event at or below a revision it
+  already released: if that batch is still unread, it drops the batches from there and
+  re-opens from the revision before (history filling the gap); if the caller has read it,
+  it raises `OrderLost`, and the caller resyncs.
+
+The stream is read into an unbounded queue, so that the client never presses back on
+etcd's channel (which is how a watcher becomes a victim). Fail-over and liveness are the
+single watch's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aetcd import rpc
+
+from metaplane.store._base import PrefixWatch
+from metaplane.store._errors import Compacted, MetadataError, OrderLost, Unavailable
+from metaplane.store._etcd_watch import EtcdWatch, _Ended, _event, _Stream
+from metaplane.store._etcd_wire import key_of, to_bytes
+from metaplane.store._keys import ROOT, ancestors, check_prefix, in_prefix, prefix_end
+from metaplane.store._model import WatchBatch, WatchEvent
+
+if TYPE_CHECKING:
+    from metaplane.store._etcd import EtcdStore
+
+log = logging.getLogger(__name__)
+
+_WAKE = object()
+"""Put in the queue to wake the caller: something changed besides a response."""
+
+_SYNC = object()
+"""The key of the hold until the watchers created last are known to be synced."""
+
+_FLUSH = object()
+"""The key of the hold while etcd may still send events it held back for a new watcher."""
+
+
+@dataclass(eq=False)
+class _Creation:
+    """Watchers created together (a stream's opening, or one `add`)."""
+
+    prefixes: list[str]
+    done: asyncio.Future[int]
+    """The revision of the last acknowledgement, once every one came."""
+    waiting: set[int] = field(default_factory=set)
+    revision: int = 0
+    opening: bool = False
+
+
+class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
+    """See the module docstring."""
+
+    def __init__(
+        self, store: EtcdStore, prefixes: frozenset[str], start_revision: int | None
+    ) -> None:
+        EtcdWatch.__init__(self, store, ROOT, start_revision)
+        self._responses = asyncio.Queue()  # unbounded: see the module docstring
+        first = None if start_revision is None else start_revision - 1
+        self._after: dict[str, int | None] = dict.fromkeys(prefixes, first)
+        """Each prefix followed and the revision after which its events are delivered
+        (None: not yet known, while it is being created)."""
+        self._adding: set[str] = set()
+        """Prefixes an `add` is creating watchers for (a new stream leaves them to it)."""
+        self._ids: dict[int, str] = {}
+        self._dropped: set[int] = set()
+        self._next_id = 1
+        self._creating: dict[int, _Creation] = {}
+        """Watch id → the creation it is part of, until etcd acknowledges it."""
+        self._holds: dict[object, int] = {}
+        """While watchers are being created: the revisions above which nothing is released."""
+        self._pending: dict[int, dict[str, WatchEvent]] = {}
+        self._seen = 0
+        """The highest revision of an event received on this stream."""
+        self._flushing: int | None = None
+        """The watcher whose held-back events may still be coming (see `_acknowledged`)."""
+        self._covered = 0
+        """The revision through which this stream's history was read when it opened: its
+        watchers' events up to there are the same again."""
+        self._handed = 0
+        self._failure: MetadataError | None = None
+
+    # -- the set -------------------------------------------------------------------------
+
+    @property
+    def prefixes(self) -> frozenset[str]:
+        return frozenset(self._after)
+
+    async def add(self, prefixes: Iterable[str]) -> int:
+        new = list(dict.fromkeys(p for p in map(check_prefix, prefixes) if p not in self._after))
+        if not new:
+            return await self._store._revision()
+        for prefix in new:
+            self._after[prefix] = None
+            self._adding.add(prefix)
+        try:
+            return await self._add(new)
+        finally:
+            self._adding.difference_update(new)
+
+    async def _add(self, new: list[str]) -> int:
+        while True:
+            stream = self._stream
+            if stream is None:
+                revision = await self._store._revision()
+                if self._stream is None:  # the next stream creates them, from here
+                    self._follow_after(new, revision)
+                    return revision
+                continue  # a stream opened meanwhile: create them on it
+            creation = self._create(stream, new, hold=self._seen)
+            try:
+                return await creation.done
+            except MetadataError:
+                continue  # the stream ended before they were created: on the next one
+
+    def _follow_after(self, prefixes: list[str], revision: int) -> None:
+        for prefix in prefixes:
+            if prefix in self._after:
+                self._after[prefix] = revision
+        if self._passed is None:  # not opened yet: the watch starts here
+            self._passed = self._queued = revision
+            for prefix, since in self._after.items():
+                if since is None and prefix not in self._adding:
+                    self._after[prefix] = revision
+
+    async def remove(self, prefixes: Iterable[str]) -> None:
+        gone = set(prefixes)
+        for prefix in gone:
+            self._after.pop(prefix, None)
+        stream = self._stream
+        for watch_id, prefix in list(self._ids.items()):
+            if prefix in gone:
+                del self._ids[watch_id]
+                self._dropped.add(watch_id)
+                if stream is not None:
+                    cancel = rpc.WatchCancelRequest(watch_id=watch_id)
+                    self._write(stream, rpc.WatchRequest(cancel_request=cancel))
+
+    def _delivers(self, event: WatchEvent) -> bool:
+        after = self._after
+        revision = event.revision
+        for ancestor in ancestors(event.key):
+            since = after.get(ancestor, revision)
+            if since is not None and since < revision:
+                return True
+        return False
+
+    # -- what the caller sees --------------------------------------------------------------
+
+    async def __anext__(self) -> WatchBatch:
+        while True:
+            while not self._ready:
+                if self._failure is not None:
+                    raise self._failure
+                if self._closed:
+                    raise StopAsyncIteration
+                if self._stream is None:
+                    await self._open()
+                    continue
+                stream, item = await self._responses.get()
+                if stream is not self._stream or item is _WAKE or item is None:
+                    continue  # left over from a stream given up on, or a wake-up
+                if isinstance(item, _Ended):
+                    await self._ended(stream, item)
+                else:
+                    await self._receive(stream, item)
+            batch = self._ready.pop(0)
+            if batch.events:
+                kept = tuple(event for event in batch.events if self._delivers(event))
+                if not kept:
+                    continue  # its prefixes were removed since
+                batch = WatchBatch(batch.revision, kept)
+            self._handed = batch.revision
+            return batch
+
+    def _wake(self) -> None:
+        self._responses.put_nowait((self._stream, _WAKE))
+
+    # -- a stream --------------------------------------------------------------------------
+
+    def _start(self, index: int) -> _Stream:
+        store = self._store
+        member = store._members[index]
+        loop = asyncio.get_running_loop()
+        call = member.watch.Watch(metadata=store._stream_metadata())
+        stream = _Stream(index, member.address, call, loop.time())
+        stream.tasks = [
+            loop.create_task(self._read(stream), name="etcd prefix watch read"),
+            loop.create_task(self._watch_over(stream), name="etcd prefix watch dog"),
+        ]
+        self._ids, self._dropped, self._creating, self._holds = {}, set(), {}, {}
+        self._flushing = None
+        self._pending, self._seen, self._covered = {}, 0, 0
+        prefixes = [p for p in self._after if p not in self._adding]
+        creation = self._create(stream, prefixes, hold=self._passed or 0)
+        creation.opening = True
+        stream.tasks.append(loop.create_task(self._opened(stream, creation, index)))
+        return stream
+
+    def _create(self, stream: _Stream, prefixes: list[str], hold: int) -> _Creation:
+        """Create a watcher from now for each prefix. Nothing above `hold` is released
+        until etcd has acknowledged them all (`_created`)."""
+        creation = _Creation(prefixes, asyncio.get_running_loop().create_future())
+        self._holds[creation] = hold
+        for prefix in prefixes:
+            watch_id = self._next_id
+            self._next_id += 1
+            self._ids[watch_id] = prefix
+            self._creating[watch_id] = creation
+            creation.waiting.add(watch_id)
+            start, end = to_bytes(prefix), to_bytes(prefix_end(prefix))
+            if prefix == ROOT:
+                start = b"/"
+            create = rpc.WatchCreateRequest(key=start, range_end=end, watch_id=watch_id)
+            self._write(stream, rpc.WatchRequest(create_request=create))
+        return creation
+
+    def _acknowledged(self, watch_id: int, revision: int) -> None:
+        creation = self._creating.pop(watch_id, None)
+        if creation is None:
+            return
+        creation.waiting.discard(watch_id)
+        creation.revision = max(creation.revision, revision)
+        if not creation.waiting:
+            # etcd holds a watcher's events back until its acknowledgement is sent and sends
+            # them right after it: until a response other than those shows, nothing seen so
+            # far is released.
+            self._flushing = watch_id
+            self._holds[_FLUSH] = self._seen
+            self._created(creation)
+
+    def _created(self, creation: _Creation) -> None:
+        """Every watcher of a creation is acknowledged: its prefixes are followed after the
+        last acknowledgement's revision — set now, before any later response is read."""
+        if creation.opening:
+            if self._passed is None:  # "from now": the last creation is now
+                self._follow_after([], creation.revision)
+        else:
+            self._follow_after(creation.prefixes, creation.revision)
+            self._until_synced(creation)
+            self._release(self._seen - 1)
+        if not creation.done.done():
+            creation.done.set_result(creation.revision)
+
+    async def _opened(self, stream: _Stream, creation: _Creation, index: int) -> None:
+        """Once every watcher is created: the revisions up to then come from history."""
+        if not creation.prefixes:
+            creation.revision = await self._now(index)
+            self._created(creation)
+        try:
+            now = await creation.done
+        except MetadataError:
+            return  # the stream ended: its reader said why
+        assert self._passed is not None
+        if self._passed < now:
+            try:
+                through = await self.read_history(
+                    self._store._members[index], self._passed, now, self._from_history
+                )
+            except MetadataError as error:  # compacted: the watch is closed already
+                self._failure = error
+                self._wake()
+                return
+            if through < now:
+                short = Unavailable(f"etcd: the history to {now} was not read")
+                await self._responses.put((stream, _Ended(short, fail_over=True)))
+                return
+            self._covered = now
+        self._until_synced(creation)
+        self._release(max(self._seen - (len(self._ids) > 1), now))
+        self._wake()
+
+    def _until_synced(self, creation: _Creation) -> None:
+        """etcd registers a watcher asked for "from now" as one to catch up when a write
+        lands between its reading of the revision and the registration; such a watcher
+        sends its first events late, after other watchers' later ones. So nothing above
+        the creation's revision is released until a progress notification stands (etcd
+        answers one only once every watcher is synced, where it orders progress; verified
+        against history where it does not)."""
+        self._holds.pop(creation, None)
+        if creation.prefixes:
+            self._holds[_SYNC] = min(self._holds.get(_SYNC, creation.revision), creation.revision)
+            self._poke.set()
+
+    async def _now(self, index: int) -> int:
+        response = await self._store._members[index].kv.Range(
+            rpc.RangeRequest(key=b"/", count_only=True), metadata=self._store._metadata
+        )
+        revision: int = response.header.revision
+        return revision
+
+    def _from_history(self, event: Any) -> bool:
+        revision = int(event.kv.mod_revision)
+        watch_event = _event(event)
+        if self._delivers(watch_event):
+            self._pending.setdefault(revision, {})[watch_event.key] = watch_event
+        return False
+
+    async def _ended(self, stream: _Stream, ended: _Ended) -> None:
+        self._forget(stream)
+        await super()._ended(stream, ended)
+
+    def _forget(self, stream: _Stream) -> None:
+        """The stream is over: the creations it still owed fail (their `add` falls back)."""
+        for creation in set(self._creating.values()):
+            if not creation.done.done():
+                creation.done.set_exception(Unavailable("etcd: the watch stream ended"))
+                creation.done.exception()  # retrieved: an add may have stopped waiting
+        self._creating = {}
+        self._holds = {}
+
+    # -- what a stream says ----------------------------------------------------------------
+
+    async def _receive(self, stream: _Stream, response: Any) -> None:
+        self._failures = 0
+        if self._flushing is not None and not (
+            response.events and response.watch_id == self._flushing
+        ):
+            self._flushing = None  # the events etcd held back came before this
+            self._holds.pop(_FLUSH, None)
+        if response.compact_revision:
+            raise await self._fail(Compacted(response.compact_revision))
+        if response.canceled:
+            if response.watch_id in self._dropped:
+                self._dropped.discard(response.watch_id)
+                return
+            await self._cancelled(stream, response.cancel_reason)
+        elif response.created:
+            self._new_tokens = 0
+            self._acknowledged(response.watch_id, response.header.revision)
+        elif response.events:
+            await self._take(stream, response)
+        else:
+            await self._progress_notified(response.header.revision)
+
+    async def _take(self, stream: _Stream, response: Any) -> None:
+        prefix = self._ids.get(response.watch_id)
+        if prefix is None:
+            return  # a watcher removed since
+        late = None
+        for raw in response.events:
+            revision = int(raw.kv.mod_revision)
+            if not in_prefix(key_of(raw.kv), prefix):
+                continue
+            event = _event(raw)
+            if revision <= self._covered or not self._delivers(event):
+                continue
+            if self._passed is not None and revision <= self._passed:
+                late = revision if late is None else min(late, revision)
+                continue
+            self._pending.setdefault(revision, {})[event.key] = event
+            self._seen = max(self._seen, revision)
+        if late is not None:
+            await self._late(stream, late)
+            return
+        self._seen = max(self._seen, int(response.events[-1].kv.mod_revision))
+        # With several watchers, a revision is whole once a later one shows.
+        self._release(self._seen - (len(self._ids) > 1))
+        if self._pending:
+            self._poke.set()  # a revision waits for its proof: ask for progress at once
+
+    async def _late(self, stream: _Stream, revision: int) -> None:
+        """An event came after batches at or above its revision were released."""
+        if revision <= self._handed:
+            raise await self._fail(OrderLost(revision))
+        log.warning("prefix watch: an event of %d came late; reading again from there", revision)
+        self._ready = [batch for batch in self._ready if batch.revision < revision]
+        self._passed = revision - 1
+        self._queued = self._ready[-1].revision if self._ready else self._handed
+        self._stream = None
+        self._forget(stream)
+        await stream.stop()
+
+    def _release(self, through: int) -> None:
+        """Move every pending revision up to `through` (bounded by the holds) to the
+        batches ready to hand out."""
+        if self._holds:
+            through = min(through, *self._holds.values())
+        if self._passed is None or through <= self._passed:
+            return
+        for revision in sorted(r for r in self._pending if r <= through):
+            events = tuple(self._pending.pop(revision).values())
+            self._ready.append(WatchBatch(revision, events))
+            self._queued = revision
+        self._passed = through
+
+    def _creating_now(self) -> bool:
+        return any(hold not in (_SYNC, _FLUSH) for hold in self._holds)
+
+    def _wants_progress(self) -> bool:
+        if self._creating_now():
+            return False
+        return self._progress or bool(self._pending) or _SYNC in self._holds
+
+    async def _progress_notified(self, revision: int) -> None:
+        passed = self._passed
+        if passed is None or not self._wants_progress():
+            return  # an answer to the watchdog: the stream lives, and that is all
+        through = max(revision, passed)
+        if revision > passed and not self._store.progress_in_order:
+            through = await self._verified_through(passed, revision)
+            if self._closed:
+                raise StopAsyncIteration
+        if _SYNC in self._holds and through >= revision:
+            del self._holds[_SYNC]  # every watcher synced (or its events shown) up to here
+        self._release(through)
+        released = self._passed  # as far as released: the holds may bound it
+        if self._progress and released is not None and released > self._queued:
+            self._progress = False
+            self._queued = released
+            self._ready.append(WatchBatch(released, ()))
+
+    async def _pending_by_reading(self, member: Any, passed: int, revision: int) -> bool | None:
+        return None  # a read per prefix would cost more than the probe: no verdict
+
+    def _pending_change(self, event: Any) -> bool:
+        watch_event = _event(event)
+        if not self._delivers(watch_event):
+            return False
+        return watch_event.key not in self._pending.get(watch_event.revision, {})
