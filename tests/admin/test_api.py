@@ -308,3 +308,26 @@ async def test_the_last_analysis_is_shown_and_exported(tmp_path: Path) -> None:
         assert 'metaplane_audit_findings{severity="error"} 1.0' in metrics
         assert 'metaplane_audit_findings{severity="warning"} 2.0' in metrics
         assert "metaplane_analysis_revision 77.0" in metrics
+
+
+async def test_a_move_under_if_match_goes_through_the_one_guarded_move(api: Api) -> None:
+    await a_topic(api)
+    await add_broker(api.store, BROKER)
+    await add_broker(api.store, 7)
+    await add_broker(api.store, 8, DRAINING)
+    await OwnershipManager(api.store).assign(TopicName("default", "orders"), BROKER)
+    tag = (await api.client.get(TOPIC)).headers["etag"]
+    before = await api.revision()
+    refused = await api.client.post(
+        f"{TOPIC}/move", json={"to_broker": 8}, headers={"If-Match": tag}
+    )
+    assert problem_of(refused, 409)["title"] == "BrokerNotActive"
+    problem_of(
+        await api.client.post(f"{TOPIC}/move", json={"to_broker": 9}, headers={"If-Match": tag}),
+        404,
+    )
+    assert await api.revision() == before
+    moved = await api.client.post(f"{TOPIC}/move", json={"to_broker": 7}, headers={"If-Match": tag})
+    assert moved.status_code == 200, moved.text
+    waiting = (await api.client.get(TOPIC)).json()["waiting"]
+    assert waiting == {"reason": "unload", "from_broker": BROKER, "to_broker": 7}

@@ -25,15 +25,12 @@ from metaplane.admin._errors import (
     SubscriptionsExist,
     TooManyPartitions,
 )
-from metaplane.cluster import UNLOAD, move_topic, unload_topic
+from metaplane.cluster import move_topic, unload_topic
+from metaplane.cluster._moves import move_change, target_of, target_reads
 from metaplane.layout import KeyKind, LayoutError, TopicName
 from metaplane.resources import (
-    BrokerMode,
-    BrokerNotActive,
-    ClusterManager,
     Condition,
     Delivery,
-    NoBroker,
     NoTopic,
     ObjectDescriptor,
     OwnershipManager,
@@ -456,22 +453,18 @@ async def move(
 async def guarded_move(
     store: MetadataStore, reader: Reader, name: TopicName, to_broker: int | None, if_match: str
 ) -> int:
+    """The cluster layer's one guarded move (`move_change`), guarded as well by every key of
+    the topic as the client last saw it (its ETag)."""
     found = await read_topic(reader, name, fresh=True)
     conditions = found.unchanged(if_match)
-    if to_broker is not None:
-        await require_active(ClusterManager(store), to_broker)
     ownership = OwnershipManager(store)
     owner = await ownership.owner(name)
-    change = ownership.unassign_change(name, owner, reason=UNLOAD, to_broker=to_broker)
+    target = None
+    if to_broker is not None:
+        view = await Reader(store).read(*target_reads(to_broker), fresh=True)
+        target = target_of(view, to_broker)
+    change = move_change(ownership, name, owner, target)
     return await change.guarded(*conditions).apply(store)
-
-
-async def require_active(cluster: ClusterManager, broker_id: int) -> None:
-    if broker_id not in await cluster.brokers():
-        raise NoBroker(broker_id)
-    state = await cluster.state(broker_id)
-    if state.value.mode is not BrokerMode.ACTIVE:
-        raise BrokerNotActive(broker_id, state.value.mode)
 
 
 # overview (the dashboard) -------------------------------------------------------------------
