@@ -407,6 +407,13 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
             self._queued = revision
         self._passed = through
 
+    def _deadline(self, stream: _Stream) -> float:
+        """While etcd creates watchers (about a millisecond of its CPU each on 3.4) it may
+        answer nothing else for a while: the store's timeout, not DEADLINE, then."""
+        if self._creating:
+            return self._store.options.timeout
+        return super()._deadline(stream)
+
     def _creating_now(self) -> bool:
         return any(hold not in (_SYNC, _FLUSH) for hold in self._holds)
 
