@@ -701,3 +701,14 @@ def test_bare_values_encode_as_json_scalars() -> None:
     assert encode("MY_CLUSTER") == b'"MY_CLUSTER"'
     assert decode(KeyKind.CURSOR, encode(13)) == 13
     assert decode(U64, b"7") == 7
+
+
+def test_a_negative_resource_usage_is_malformed_made_or_decoded() -> None:
+    with pytest.raises(MalformedValue):
+        ResourceUsage(resource="CPU", usage=-1)
+    with pytest.raises(MalformedValue):
+        decode(
+            KeyKind.LOAD_REPORT,
+            b'{"resources_usage":[{"resource":"CPU","usage":-0.5}],"topic_list":[],"topics_len":0}',
+        )
+    assert ResourceUsage(resource="CPU", usage=0).usage == 0

@@ -44,7 +44,6 @@ from metaplane.resources import (
     assignment_of,
     unchanged,
 )
-from metaplane.resources._topics import _removal, _removal_reads
 from metaplane.store import Compare, Entry, Get, InvalidValue, List, MetadataStore
 
 ASSIGNMENTS = List(layout.brokers_prefix(), keys_only=True)
@@ -413,9 +412,9 @@ async def delete(
     if root is not None and root.value > 0:
         revision = await topics.delete(name)
         return {"topic": name.path, "revision": revision}
-    removal_view = await topics.reader.read(*_removal_reads([name]), ASSIGNMENTS, fresh=True)
+    removal_view = await topics.reader.read(*topics.removal_reads([name]), fresh=True)
     # (the removal reads every assignment: a delete is rare, and must miss none)
-    change = _removal(name, removal_view, found.assignments)
+    change = topics.delete_change(name, removal_view)
     if change is None:
         raise NoTopic(name)
     if not force:

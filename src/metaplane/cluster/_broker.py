@@ -193,6 +193,11 @@ class BrokerNode:
         """Called with a topic and the seconds its hand-over took, once it is sealed."""
 
     @property
+    def cache(self) -> LocalCache | None:
+        """The broker's LocalCache (its own keys), once started: read only."""
+        return self._cache
+
+    @property
     def owned(self) -> frozenset[TopicName]:
         """The topics this broker serves now (loaded, and assigned to it as far as it knows)."""
         return frozenset(self._serving)

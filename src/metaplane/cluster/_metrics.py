@@ -225,7 +225,7 @@ class BrokerCollector(Collector):
         yield from self.leadership()
 
     def cache_metrics(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        cache = self.node.broker._cache  # the broker's own; see the report for a public view
+        cache = self.node.broker.cache
         if cache is None:
             return
         applied = cache.applied_revision

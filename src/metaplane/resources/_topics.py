@@ -80,10 +80,12 @@ class TopicManager(Manager):
     ) -> Change:
         """The creation of `topic` as one change; `TxnTooLarge` when its partitions do not
         fit in one transaction (`create` then writes it in chunks)."""
-        change = _parent_creation(topic, partitions, delivery)
-        for partition in topic.partitions(partitions):
-            change += _creation(partition, delivery)
-        return change
+        parts = [_parent_creation(topic, partitions, delivery)]
+        parts.extend(_creation(partition, delivery) for partition in topic.partitions(partitions))
+        return Change(
+            tuple(condition for part in parts for condition in part.conditions),
+            tuple(op for part in parts for op in part.ops),
+        )  # built once: adding change to change would copy it for each partition
 
     async def create(
         self, topic: TopicName, *, partitions: int = 0, delivery: Delivery = Delivery.RELIABLE
@@ -175,6 +177,20 @@ class TopicManager(Manager):
         pending = await self._removals(topic.partitions(count.value), fresh=fresh)
         pending.extend(_removals([topic], view))
         return await self._apply_in_chunks(pending)
+
+    @staticmethod
+    def removal_reads(topics: Iterable[TopicName]) -> list[Get | List]:
+        """The reads a deletion of `topics` is built from (`delete_change`)."""
+        return [*_removal_reads(topics), ALL_ASSIGNMENTS]
+
+    @staticmethod
+    def delete_change(topic: TopicName, view: View) -> Change | None:
+        """The deletion of one (non-partitioned) topic as read in `view` (of
+        `removal_reads`): everything under its root, its namespace entry, its marker and its
+        assignments, refused unless each is as read. None if the topic is already gone. A
+        caller may guard it with conditions of its own (an ETag, say)."""
+        assigned = owners(view.entries(ALL_ASSIGNMENTS)).get(topic, [])
+        return _removal(topic, view, assigned)
 
     async def _removals(
         self, members: Sequence[TopicName], *, fresh: bool

@@ -101,7 +101,12 @@ class ResourceUsage(Struct, frozen=True, kw_only=True):
     "NetworkIO" (kept as str: the list grew over releases); usage was an int, now a float."""
 
     resource: str
-    usage: int | float
+    usage: Annotated[int, Meta(ge=0)] | Annotated[float, Meta(ge=0)]
+    """A share in percent: never negative (a negative reading is a malformed report)."""
+
+    def __post_init__(self) -> None:
+        if self.usage < 0:  # made here, not decoded: the same rule
+            raise MalformedValue("load report", f"{self.resource} usage {self.usage} < 0")
 
 
 class LoadReport(Struct, frozen=True, kw_only=True):
