@@ -13,6 +13,8 @@ docs/layout.md), so this is the one place the registry adds a segment to a path.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from msgspec import Struct
 
 from metaplane import layout
@@ -22,20 +24,24 @@ REFERENCED_BY = "referenced_by"
 CONFIG = "config"
 
 
+@lru_cache(maxsize=4096)
 def references(subject: str) -> str:
     """The references of every version of `subject` that has some."""
     return f"{layout.subject_prefix(subject)}/{REFERENCES}"
 
 
+@lru_cache(maxsize=4096)
 def referenced_by(subject: str) -> str:
     """The versions of other subjects that reference each version of `subject`."""
     return f"{layout.subject_prefix(subject)}/{REFERENCED_BY}"
 
 
+@lru_cache(maxsize=4096)
 def subject_config(subject: str) -> str:
     return f"{layout.subject_prefix(subject)}/{CONFIG}"
 
 
+@lru_cache(maxsize=4096)
 def global_config() -> str:
     """Beside `/schemas/_global/next_schema_id` and the default compatibility mode."""
     folder = layout.default_compatibility_mode().rpartition("/")[0]

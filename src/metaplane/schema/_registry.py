@@ -248,7 +248,6 @@ class SchemaRegistry:
             keys.global_config(),
             keys.subject_config(subject),
             keys.references(subject),
-            keys.referenced_by(subject),
         )
         plan = partial(self._plan_registration, subject, candidate)
         return await self._writes.run(f"register {subject}", read, plan)
