@@ -241,10 +241,13 @@ def test_a_fingerprint_covers_the_references_of_a_schema_that_has_them() -> None
     assert one.fingerprint == "sha256:" + hashlib.sha256(one.canonical_form).hexdigest()
 
 
+INT_A = {"name": "a", "type": "int"}
+
+
 @pytest.mark.parametrize(
     ("schema_type", "document", "before"),
     [
-        ("Avro", json.dumps({"type": "record", "name": "P", "fields": [{"name": "a", "type": "int"}]}),
+        ("Avro", json.dumps({"type": "record", "name": "P", "fields": [INT_A]}),
          "sha256:bb7248f233f73b173b2d8260d5fa170f7bbfc26c85d90fbd3d2005b25db14e3b"),
         ("JsonSchema", json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}}),
          "sha256:ad54b15d985194414a97105a9e9a864197dcdec689e6cc7f38c5bd682f4c2e60"),
