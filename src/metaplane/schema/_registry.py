@@ -146,6 +146,8 @@ class _Candidate:
     parsed: dict[tuple[object, ...], Schema] = field(default_factory=dict)
 
     def schema(self, dependencies: tuple[Dependency, ...], draft: str | None) -> Schema:
+        if self.schema_type is not SchemaType.JSON_SCHEMA:
+            draft = None  # only JSON Schema reads it
         key = (dependencies, draft)
         found = self.parsed.get(key)
         if found is None:
@@ -158,6 +160,18 @@ class _Candidate:
             )
             self.parsed[key] = found
         return found
+
+    def parse_early(self) -> None:
+        """Parse before any I/O where nothing read can change the result (no references; for
+        JSON Schema, the default draft, which a subject's setting may yet replace): a bad
+        document is refused at once, and the read-to-commit window holds no parse."""
+        if self.references:
+            return
+        try:
+            self.schema((), None)
+        except InvalidSchema:
+            if self.schema_type is not SchemaType.JSON_SCHEMA:
+                raise
 
     def version(self, schema: Schema, number: int, now: int) -> SchemaVersion:
         # description and deprecation_message are always written: Danube's reader needs them.
@@ -241,6 +255,7 @@ class SchemaRegistry:
             tuple(tags),
             created_by or self._created_by,
         )
+        candidate.parse_early()
         read = (
             metadata_key,
             layout.next_schema_id(),
