@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import enum
 import logging
 import random
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Self, TypeVar
 
@@ -30,6 +32,7 @@ from metaplane.store import (
     InvalidRequest,
     MetadataError,
     MetadataStore,
+    PrefixWatch,
     Unavailable,
     WatchBatch,
     WatchEvent,
@@ -95,8 +98,11 @@ class LocalCache:
         subscriber_buffer: int = 100_000,
     ) -> None:
         self._store = store
-        self.prefixes = _covering(check_prefix(prefix) for prefix in prefixes)
-        self._ancestor = _common_ancestor(self.prefixes)
+        self._followed: set[str] = set(_covering(check_prefix(prefix) for prefix in prefixes))
+        self._ancestor = _common_ancestor(sorted(self._followed))  # (a name for its logs)
+        self._pending: list[_Follow] = []
+        self._watch: PrefixWatch | None = None
+        self._changing = asyncio.Lock()  # one follow, unfollow or new watch at a time
         self._decoder = decoder
         self._buffer = subscriber_buffer
         self._entries: dict[str, Entry] = {}
@@ -164,6 +170,11 @@ class LocalCache:
             self._state = state
             async with self._advanced:
                 self._advanced.notify_all()
+
+    @property
+    def prefixes(self) -> tuple[str, ...]:
+        """The prefixes the cache holds and serves now, sorted."""
+        return tuple(sorted(self._followed))
 
     @property
     def applied_revision(self) -> int:
@@ -245,7 +256,100 @@ class LocalCache:
         return len(self._entries)
 
     def covers(self, key: str) -> bool:
-        return any(in_prefix(key, prefix) for prefix in self.prefixes)
+        """True if `key` lies under a prefix the cache serves now (a look-up of each of its
+        ancestors, whatever the number of prefixes)."""
+        followed = self._followed
+        if ROOT in followed or key in followed:
+            return True
+        end = key.find("/", 1)
+        while end != -1:
+            if key[:end] in followed:
+                return True
+            end = key.find("/", end + 1)
+        return False
+
+    # -- following more, or less -------------------------------------------------------
+
+    async def follow(self, prefixes: Iterable[str], timeout: float | None = DEFAULT_WAIT) -> int:
+        """Hold and follow `prefixes` too, gap-free: the watch starts following them at a
+        revision R, they are read at R, and they are served once the cache has passed R —
+        return R (`await wait_for(R)` to read them from the cache). Prefixes under one
+        served already are left as they are. Waits out a watch being re-made (a broken
+        stream), for `timeout` seconds."""
+        wanted = _covering(check_prefix(prefix) for prefix in prefixes) if prefixes else ()
+        async with asyncio.timeout(timeout):
+            while True:
+                async with self._changing:
+                    new = [p for p in wanted if not self.covers(p) and not self._pending_covers(p)]
+                    if not new:
+                        return self._applied
+                    watch = self._watch
+                    if watch is not None and self._state is CacheState.SYNCED:
+                        try:
+                            return await self._follow_on(watch, new)
+                        except MetadataError as error:
+                            log.warning(
+                                "cache %s: follow failed (%s); again", self._ancestor, error
+                            )
+                await self.wait_state(CacheState.SYNCED)
+                await asyncio.sleep(0.05)
+
+    async def _follow_on(self, watch: PrefixWatch, prefixes: builtins.list[str]) -> int:
+        revision = await watch.add(prefixes)
+        entries: builtins.list[Entry] = []
+        async with self._store.scan(prefixes, revision=revision, page=PAGE) as pages:
+            async for page in pages:
+                entries.extend(page)
+        follow = _Follow(revision, set(prefixes), entries)
+        if revision <= self._applied:
+            self._merge(follow)
+        else:
+            self._pending.append(follow)
+        return revision
+
+    async def unfollow(self, prefixes: Iterable[str]) -> None:
+        """Drop `prefixes` (each one given to `follow` or the constructor): their keys leave
+        the cache and their changes are no longer watched. Nothing is told to listeners."""
+        gone = set(check_prefix(prefix) for prefix in prefixes)
+        async with self._changing:
+            self._pending = [f for f in self._pending if not f.prefixes <= gone]
+            for follow in self._pending:
+                follow.prefixes -= gone
+            dropped = gone & self._followed
+            self._followed -= dropped
+            for prefix in dropped:
+                for key in self._keys_under(prefix):
+                    if not self.covers(key):
+                        self._remove(key)
+            if self._watch is not None and gone:
+                with contextlib.suppress(MetadataError):  # a broken watch is re-made without
+                    await self._watch.remove(gone)
+
+    def _pending_covers(self, prefix: str) -> bool:
+        return any(in_prefix(prefix, held) for follow in self._pending for held in follow.prefixes)
+
+    def _merge(self, follow: _Follow) -> None:
+        """A followed prefix's read, now that the cache has passed its revision: served."""
+        for entry in follow.entries:
+            if any(in_prefix(entry.key, prefix) for prefix in follow.prefixes):
+                current = self._entries.get(entry.key)
+                if current is None or current.mod_revision < entry.mod_revision:
+                    self._put(entry)
+        self._followed |= follow.prefixes
+
+    def _merge_due(self, revision: int) -> None:
+        """Serve the followed prefixes read at or below `revision` (the cache reaches it)."""
+        if not self._pending:
+            return
+        due = [follow for follow in self._pending if follow.revision <= revision]
+        if due:
+            self._pending = [follow for follow in self._pending if follow.revision > revision]
+            for follow in due:
+                self._merge(follow)
+
+    def _watched(self) -> set[str]:
+        """Every prefix the watch must follow: those served, and those about to be."""
+        return set(self._followed).union(*(follow.prefixes for follow in self._pending))
 
     def _check_covered(self, key: str) -> None:
         if not self.covers(key):
@@ -291,7 +395,7 @@ class LocalCache:
         """Every entry under the prefixes, read at one revision: one scan, linear on every
         backend whatever writes meanwhile, in pages of PAGE keys."""
         entries: builtins.list[Entry] = []
-        async with self._store.scan(self.prefixes, page=PAGE) as pages:
+        async with self._store.scan(sorted(self._watched()), page=PAGE) as pages:
             async for page in pages:
                 entries.extend(page)
         assert pages.revision is not None
@@ -315,7 +419,10 @@ class LocalCache:
                 await delay.wait()
 
     async def _watch_from(self, start: int, delay: _Backoff) -> None:
-        async with self._store.watch(self._ancestor, start_revision=start) as watch:
+        async with self._changing:
+            watch = self._store.watch_prefixes(sorted(self._watched()), start_revision=start)
+            self._watch = watch
+        try:
             progress = asyncio.get_running_loop().create_task(
                 self._ask_progress(watch.request_progress)
             )
@@ -328,6 +435,9 @@ class LocalCache:
                     await self._apply(batch)
             finally:
                 progress.cancel()
+        finally:
+            self._watch = None
+            await watch.aclose()
         raise Unavailable("the watch ended")
 
     async def _ask_progress(self, request: Callable[[], None]) -> None:
@@ -339,6 +449,7 @@ class LocalCache:
     async def _apply(self, batch: WatchBatch) -> None:
         if batch.revision <= self._applied:
             return  # a replay after a resume: already applied
+        self._merge_due(batch.revision - 1)
         mine = tuple(event for event in batch.events if self.covers(event.key))
         for event in mine:
             self._apply_event(event)
@@ -355,6 +466,7 @@ class LocalCache:
 
     async def _advance(self, revision: int, batch: WatchBatch | None) -> None:
         self._applied = revision
+        self._merge_due(revision)
         if batch is not None:
             for subscription in list(self._subscriptions):
                 subscription.offer(batch)
@@ -374,6 +486,10 @@ class LocalCache:
 
     async def _resync(self) -> None:
         """Reload at a new revision and apply the differences as one batch of events."""
+        async with self._changing:
+            for follow in self._pending:  # read again below, with the others
+                self._followed |= follow.prefixes
+            self._pending = []
         revision, entries = await self._read_all()
         fresh = {entry.key: entry for entry in entries}
         events = [
@@ -407,6 +523,15 @@ class LocalCache:
         self._keys.remove(key)
         self._decoded.pop(key, None)
         self._made.pop(key, None)
+
+
+@dataclass(slots=True)
+class _Follow:
+    """Prefixes being followed: read at `revision`, served once the cache passes it."""
+
+    revision: int
+    prefixes: set[str]
+    entries: builtins.list[Entry]
 
 
 class _Backoff:

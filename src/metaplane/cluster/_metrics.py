@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -28,6 +28,7 @@ from metaplane.store import (
     Listing,
     MetadataError,
     MetadataStore,
+    PrefixWatch,
     Put,
     Txn,
     TxnResult,
@@ -102,6 +103,14 @@ class TimedStore(MetadataStore):
 
     def _watch(self, prefix: str, start_revision: int | None) -> Watch:
         return self.inner._watch(prefix, start_revision)
+
+    def _watch_prefixes(self, prefixes: frozenset[str], start_revision: int | None) -> PrefixWatch:
+        return self.inner._watch_prefixes(prefixes, start_revision)
+
+    def _scan(
+        self, prefixes: tuple[str, ...], revision: int | None, page: int, keys_only: bool
+    ) -> AsyncGenerator[Listing, None]:
+        return self.inner._scan(prefixes, revision, page, keys_only)
 
     async def _close(self) -> None:
         await self.inner.aclose()

@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -36,6 +36,7 @@ from metaplane.store import (
     Listing,
     MetadataError,
     MetadataStore,
+    PrefixWatch,
     Put,
     Txn,
     TxnResult,
@@ -299,6 +300,20 @@ class FaultyStore(MetadataStore):
         breaks_after = self._watch_breaks.pop(0) if self._watch_breaks else None
         return _FaultyWatch(self, self.inner._watch(prefix, start_revision), breaks_after)
 
+    def _watch_prefixes(self, prefixes: frozenset[str], start_revision: int | None) -> PrefixWatch:
+        breaks_after = self._watch_breaks.pop(0) if self._watch_breaks else None
+        inner = self.inner._watch_prefixes(prefixes, start_revision)
+        return _FaultyPrefixWatch(self, inner, breaks_after)
+
+    async def _scan(
+        self, prefixes: tuple[str, ...], revision: int | None, page: int, keys_only: bool
+    ) -> AsyncGenerator[Listing, None]:
+        """The inner store's own scan; "list" faults strike at each page."""
+        async for listing in self.inner._scan(prefixes, revision, page, keys_only):
+            after = await self._before("list", *prefixes)
+            self._after(after)
+            yield listing
+
     async def _close(self) -> None:
         await self.inner.aclose()
 
@@ -353,6 +368,56 @@ class _FaultyWatch(Watch):
             waiting.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await waiting
+        await self._inner.aclose()
+
+
+class _FaultyPrefixWatch(PrefixWatch):
+    """A prefix watch that breaks, lags or stalls as `_FaultyWatch` does; `add` and
+    `remove` go through (an "add"/"remove" fault is a "watch" fault)."""
+
+    def __init__(self, store: FaultyStore, inner: PrefixWatch, breaks_after: int | None) -> None:
+        self._store = store
+        self._inner = inner
+        self._batches = _FaultyWatch(store, _Batches(inner), breaks_after)
+
+    @property
+    def prefixes(self) -> frozenset[str]:
+        return self._inner.prefixes
+
+    async def add(self, prefixes: Iterable[str]) -> int:
+        wanted = list(prefixes)
+        after = await self._store._before("watch", *wanted)
+        revision = await self._inner.add(wanted)
+        self._store._after(after)
+        return revision
+
+    async def remove(self, prefixes: Iterable[str]) -> None:
+        await self._inner.remove(prefixes)
+
+    def request_progress(self) -> None:
+        self._inner.request_progress()
+
+    async def __anext__(self) -> WatchBatch:
+        return await anext(self._batches)
+
+    async def aclose(self) -> None:
+        await self._batches.aclose()
+
+
+class _Batches(Watch):
+    """A prefix watch seen as a watch (for `_FaultyWatch` to wrap)."""
+
+    def __init__(self, inner: PrefixWatch) -> None:
+        super().__init__("/", None)
+        self._inner = inner
+
+    async def __anext__(self) -> WatchBatch:
+        return await anext(self._inner)
+
+    def request_progress(self) -> None:
+        self._inner.request_progress()
+
+    async def aclose(self) -> None:
         await self._inner.aclose()
 
 
