@@ -26,7 +26,6 @@ done by etcd while the client decodes the pages before (docs/store.md has the fi
 from __future__ import annotations
 
 import asyncio
-import collections
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -47,7 +46,7 @@ TXN_OPS = 128
 """Requests in one transaction: etcd's --max-txn-ops default (the contract's limit)."""
 
 DEPTH = 2
-"""Page reads in flight at once."""
+"""Page reads sent ahead of the one the caller waits for."""
 
 READ_UNIT = 10_000
 """The fewest keys one read may return: a caller's smaller page is cut from it, so that
@@ -109,21 +108,32 @@ class EtcdScan:
         self._keys_only = keys_only
 
     async def pages(self) -> AsyncGenerator[Listing, None]:
-        """Pages in key order; at most DEPTH reads ahead of the caller."""
-        ahead: collections.deque[_PageRead] = collections.deque()
+        """Pages in key order. A task of its own plans and sends the reads, at most DEPTH
+        ahead of the caller, so that etcd counts and reads while the caller decodes."""
+        reads: asyncio.Queue[_PageRead | Exception | None] = asyncio.Queue(maxsize=DEPTH)
+        planner = asyncio.create_task(self._plan(reads), name="etcd scan plan")
         try:
-            async for read in self._reads():
-                ahead.append(read)
-                if len(ahead) > DEPTH:
-                    for listing in self._listings(await ahead.popleft()):
-                        yield listing
-            while ahead:
-                for listing in self._listings(await ahead.popleft()):
+            while (read := await reads.get()) is not None:
+                if isinstance(read, Exception):
+                    raise read
+                for listing in self._listings(await read):
                     yield listing
             yield Listing((), self._revision)  # the revision, should nothing be found
         finally:
-            for read in ahead:
-                read.cancel()
+            planner.cancel()
+            while not reads.empty():
+                left = reads.get_nowait()
+                if isinstance(left, asyncio.Future):
+                    left.cancel()
+
+    async def _plan(self, reads: asyncio.Queue[_PageRead | Exception | None]) -> None:
+        try:
+            async for read in self._reads():
+                await reads.put(read)
+        except Exception as error:  # for the caller to raise
+            await reads.put(error)
+        else:
+            await reads.put(None)
 
     def _listings(self, kvs: list[Any]) -> list[Listing]:
         """A read's key-values as pages of the size the caller asked for."""
@@ -164,23 +174,32 @@ class EtcdScan:
         together up to a page, a piece above a page cut again."""
         group: list[_Piece] = []
         total = 0
-        for piece in counted:
-            if piece.count > self._page:
-                if group:
+        # The large pieces are all cut now: etcd walks them while earlier pages are read.
+        finer = {
+            index: asyncio.ensure_future(self._count(pieces(piece.low, piece.high, piece.first)))
+            for index, piece in enumerate(counted)
+            if piece.count > self._page
+        }
+        try:
+            for index, piece in enumerate(counted):
+                if index in finer:
+                    if group:
+                        yield self._read(group[0].low, group[-1].high)
+                        group, total = [], 0
+                    async for read in self._read_counted(await finer[index]):
+                        yield read
+                    continue
+                if group and total + piece.count > self._page:
                     yield self._read(group[0].low, group[-1].high)
                     group, total = [], 0
-                finer = await self._count(pieces(piece.low, piece.high, piece.first))
-                async for read in self._read_counted(finer):
-                    yield read
-                continue
-            if group and total + piece.count > self._page:
+                if piece.count or group:
+                    group.append(piece)
+                    total += piece.count
+            if group and total:
                 yield self._read(group[0].low, group[-1].high)
-                group, total = [], 0
-            if piece.count or group:
-                group.append(piece)
-                total += piece.count
-        if group and total:
-            yield self._read(group[0].low, group[-1].high)
+        finally:
+            for count in finer.values():
+                count.cancel()
 
     def _read(self, low: bytes, high: bytes) -> _PageRead:
         async def read() -> list[Any]:
