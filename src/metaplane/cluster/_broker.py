@@ -43,6 +43,7 @@ from metaplane.resources import (
     SealedState,
     StorageManager,
     SubscriptionManager,
+    TopicManager,
     TopicNotOwned,
     UnassignedMarker,
     Versioned,
@@ -165,6 +166,15 @@ class BrokerNode:
         self._cluster = ClusterManager(store, policy=_STEP)
         self._storage = StorageManager(store, policy=_STEP)
         self._subscriptions = SubscriptionManager(store, policy=_STEP)
+        self._cache = LocalCache(store, _cluster_wide(config.broker_id), decoder=decode_value)
+        self._policies: dict[str, int] = {}
+        """Namespaces of the topics followed, and how many: their policy is followed too."""
+        self._following: set[TopicName] = set()
+        self.topics = TopicManager(store, self._cache)
+        self.subscriptions = SubscriptionManager(store, self._cache)
+        self.storage = StorageManager(store, self._cache)
+        """Managers reading from the broker's cache: the keys of the topics it serves, and
+        the cluster-wide keys, are read from memory; anything else from the store."""
         self._served: dict[TopicName, _Served] = {}
         self._serving: set[TopicName] = set()
         self._published: dict[TopicName, int] = {}
@@ -173,7 +183,6 @@ class BrokerNode:
         self._taken_unserved: set[TopicName] = set()
         """Topics assigned to us and taken away again before we loaded them: the leader
         still waits for their seal."""
-        self._cache: LocalCache | None = None
         self._changed = asyncio.Event()
         self._converged = asyncio.Condition()
         self._converged_at = 0
@@ -193,8 +202,10 @@ class BrokerNode:
         """Called with a topic and the seconds its hand-over took, once it is sealed."""
 
     @property
-    def cache(self) -> LocalCache | None:
-        """The broker's LocalCache (its own keys), once started: read only."""
+    def cache(self) -> LocalCache:
+        """The broker's LocalCache: the cluster-wide keys that do not grow with topics (its
+        own state and assignments, the registrations, the leader, the schemas) and every key
+        of the topics it serves, with their namespaces' policies. Read only."""
         return self._cache
 
     @property
@@ -213,9 +224,6 @@ class BrokerNode:
         active = BrokerState(mode=BrokerMode.ACTIVE, reason="boot")
         await _joining(partial(self._cluster.set_state, self.broker_id, active, ANY), deadline)
         self.session.listen(self._on_session)
-        self._cache = LocalCache(
-            self.store, [layout.broker_prefix(self.broker_id)], decoder=decode_value
-        )
         await _joining(self._cache.start, deadline)
         self._cache.listen(layout.broker_prefix(self.broker_id), self._on_assignments)
         await self.cursors.start()
@@ -251,8 +259,7 @@ class BrokerNode:
                 self.broker_id,
                 sorted(topic.path for topic in self._served),
             )
-        if self._cache is not None:
-            await self._cache.aclose()
+        await self._cache.aclose()
         await self.session.close()
         log.info("broker %d stopped", self.broker_id)
 
@@ -293,7 +300,6 @@ class BrokerNode:
     async def caught_up(self, revision: int, timeout: float | None = None) -> None:
         """Return once this node has loaded and unloaded what its assignments as of
         `revision` (or later) ask for (read your writes, at the broker)."""
-        assert self._cache is not None
         async with asyncio.timeout(timeout):
             await self._cache.wait_for(revision)
             async with self._converged:
@@ -353,7 +359,6 @@ class BrokerNode:
     def _desired(self) -> dict[TopicName, int]:
         """The topics assigned to this broker, each with the revision that created its
         assignment: what this broker's writes about it are fenced on."""
-        assert self._cache is not None
         return {
             topic: entry.create_revision
             for entry in self._cache.list(layout.broker_prefix(self.broker_id))
@@ -364,7 +369,6 @@ class BrokerNode:
         failures = 0
         while not self._stopping:
             self._changed.clear()
-            assert self._cache is not None
             revision = self._cache.applied_revision
             if await self._reconcile():
                 failures = 0
@@ -447,6 +451,7 @@ class BrokerNode:
     async def _acquire(self, topic: TopicName, token: int) -> None:
         """Serve `topic`, assigned to us at `token`: after the highest offset anything in
         the store shows as published, then clear the seal."""
+        await self._follow(topic)
         start, seal, read_at = await self._recover(topic)
         start = max(start, self._published.get(topic, -1) + 1)
         await self.host.load(topic, start, owned(self.broker_id, topic, token))
@@ -560,7 +565,7 @@ class BrokerNode:
             self._published[topic] = max(served.last, self._published.get(topic, -1))
             self.journal.record("unload", topic=topic.path, last=served.last)
         if fence is None:
-            self._abandon(topic, "it was deleted or taken without a marker")
+            await self._abandon(topic, "it was deleted or taken without a marker")
             return
         async with self.cursors.hold(topic):
             while True:
@@ -582,12 +587,13 @@ class BrokerNode:
                     )
                     continue
                 except (ChangedSinceRead, Fenced) as refused:
-                    self._abandon(topic, f"the hand-over's fence failed ({refused})")
+                    await self._abandon(topic, f"the hand-over's fence failed ({refused})")
                     return
                 break
             self.cursors.committed(topic, cursors)
         self.cursors.forget(topic)
         del self._served[topic]
+        await self._unfollow(topic)
         self.handed_over += 1
         if self.on_hand_over is not None:
             self.on_hand_over(topic, time.monotonic() - served.releasing_since)
@@ -630,10 +636,36 @@ class BrokerNode:
             "broker %d sealed %s (never loaded) at offset %d", self.broker_id, topic, start - 1
         )
 
-    def _abandon(self, topic: TopicName, why: str) -> None:
+    async def _follow(self, topic: TopicName) -> None:
+        """The cache follows the topic's keys (and its namespace's policy) from now on; the
+        host's reads of them come from memory once the cache holds them."""
+        if topic not in self._following:
+            prefixes = _topic_prefixes(topic)
+            if topic.namespace not in self._policies:
+                prefixes.append(layout.namespace_policy(topic.namespace))
+            revision = await self._cache.follow(prefixes)
+            self._following.add(topic)
+            self._policies[topic.namespace] = self._policies.get(topic.namespace, 0) + 1
+            await self._cache.wait_for(revision)
+
+    async def _unfollow(self, topic: TopicName) -> None:
+        if topic not in self._following:
+            return
+        self._following.discard(topic)
+        prefixes = _topic_prefixes(topic)
+        held = self._policies.get(topic.namespace, 0)
+        if held <= 1:
+            self._policies.pop(topic.namespace, None)
+            prefixes.append(layout.namespace_policy(topic.namespace))
+        else:
+            self._policies[topic.namespace] = held - 1
+        await self._cache.unfollow(prefixes)
+
+    async def _abandon(self, topic: TopicName, why: str) -> None:
         left = self.cursors.pending(topic)
         self.cursors.forget(topic)
         self._served.pop(topic, None)
+        await self._unfollow(topic)
         self.abandoned += 1
         self.journal.record("abandon", topic=topic.path, why=why, cursors=left)
         log.warning(
@@ -697,6 +729,23 @@ async def _joining(step: Callable[[], Awaitable[object]], deadline: float) -> No
             log.warning("joining the cluster: %s; trying again", error)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+def _cluster_wide(broker_id: int) -> list[str]:
+    """What every broker follows, whatever it serves: keys that do not grow with topics."""
+    return [
+        layout.broker_prefix(broker_id),  # its state and its assignments
+        layout.registrations_prefix(),
+        layout.leader(),
+        layout.leader_epoch(),
+        layout.schemas_prefix(),
+    ]
+
+
+def _topic_prefixes(topic: TopicName) -> list[str]:
+    """Every key of a topic: its own (policy, delivery, producers, subscriptions, cursors)
+    and its tiered storage's."""
+    return [layout.topic_root(topic), layout.storage_topic_prefix(topic)]
 
 
 def _assigned_topic(key: str) -> TopicName | None:

@@ -93,6 +93,7 @@ class Node:
         )
         if isinstance(host, SimulatedTopics):
             host.acknowledger = self.broker
+            host.read_through(self.broker.storage, self.broker.subscriptions)
         self.election = LeaderElection(self.broker.session, settings.broker_id)
         self.load_manager = LoadManager(self.election, settings.load_manager)
         self.endpoints: list[Endpoint] = []

@@ -23,7 +23,6 @@ from metaplane.resources import (
     StorageManager,
     SubscriptionManager,
     Versioned,
-    decode,
 )
 from metaplane.store import Fenced, MetadataError, MetadataStore
 
@@ -162,9 +161,10 @@ class SimulatedTopics:
     async def _read_subscriptions(self, topic: TopicName) -> list[str]:
         return sorted(await self._subscriptions.read_subscriptions(topic))
 
+    def read_through(self, storage: StorageManager, subscriptions: SubscriptionManager) -> None:
+        """Read the topics' keys through these managers (a broker's, from its cache)."""
+        self._storage = StorageManager(storage.store, storage.reader.cache, policy=_UPLOAD)
+        self._subscriptions = subscriptions
+
     async def _current(self, topic: TopicName) -> Versioned[CurrentObject] | None:
-        entry = await self.store.get(layout.storage_cur(topic))
-        if entry is None:
-            return None
-        value = decode(CurrentObject, entry.value)
-        return Versioned(value, entry.version, entry.mod_revision, entry.create_revision, entry.key)
+        return await self._storage.reader.get(layout.storage_cur(topic), CurrentObject)
