@@ -281,4 +281,3 @@ async def test_producer_refusals(topics: TopicManager) -> None:
     await topics.create(ORDERS)
     with pytest.raises(InvalidValue):
         await topics.register_producer(ORDERS, producer(TOPIC))
-
