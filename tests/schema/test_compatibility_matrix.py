@@ -222,7 +222,7 @@ DRAFTS = {
 }
 
 
-def js(draft: str = "2020-12", **keywords: Any) -> str:
+def js(draft: str = "2020-12", /, **keywords: Any) -> str:
     document = {"$schema": DRAFTS[draft]} if draft else {}
     return json.dumps({**document, **keywords})
 

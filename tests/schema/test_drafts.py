@@ -12,12 +12,14 @@ from metaplane.schema import (
     CompatibilityMode,
     IncompatibleSchema,
     InvalidSchema,
+    Schema,
     SchemaRegistry,
     UnknownJsonSchemaDraft,
     check,
     parse_schema,
 )
 from metaplane.schema import _keys as schema_keys
+from metaplane.schema._jsonschema import JsonSchemaModel
 from metaplane.store import MetadataStore
 from tests.schema.consistency import assert_consistent
 
@@ -29,15 +31,22 @@ PREFIXED_OTHER = json.dumps({"type": "array", "prefixItems": [{"type": "integer"
 
 
 def compatible(new: str, old: str, draft: str | None = None) -> bool:
-    def parsed(document: str) -> object:
+    def parsed(document: str) -> Schema:
         return parse_schema("JsonSchema", document, json_schema_draft=draft)
 
-    return check(parsed(new), [parsed(old)], CompatibilityMode.FULL).ok  # type: ignore[arg-type]
+    return check(parsed(new), [parsed(old)], CompatibilityMode.FULL).ok
+
+
+def draft_of(schema: Schema) -> str:
+    """The draft a parsed JSON Schema document was read as."""
+    model = schema.model
+    assert isinstance(model, JsonSchemaModel)
+    return model.draft.label
 
 
 def test_a_document_without_schema_is_read_as_draft_07() -> None:
     parsed = parse_schema("JsonSchema", TUPLE)
-    assert parsed.model.draft.label == "draft-07"  # type: ignore[attr-defined]
+    assert draft_of(parsed) == "draft-07"
     assert compatible(PREFIXED_OTHER, PREFIXED)  # prefixItems means nothing in draft-07
     assert not compatible(PREFIXED_OTHER, PREFIXED, "2020-12")
 
@@ -46,10 +55,7 @@ def test_the_draft_a_document_declares_wins() -> None:
     declared = json.dumps(
         {"$schema": "https://json-schema.org/draft/2020-12/schema", **json.loads(PREFIXED)}
     )
-    assert (
-        parse_schema("JsonSchema", declared, json_schema_draft="draft-04").model.draft.label
-        == "2020-12"
-    )  # type: ignore[attr-defined]
+    assert draft_of(parse_schema("JsonSchema", declared, json_schema_draft="draft-04")) == "2020-12"
 
 
 def test_read_as_2020_12_a_draft_07_tuple_is_invalid() -> None:
@@ -61,7 +67,7 @@ def test_read_as_2020_12_a_draft_07_tuple_is_invalid() -> None:
     "name", ["draft-07", "7", "draft7", "http://json-schema.org/draft-07/schema#"]
 )
 def test_draft_names(name: str) -> None:
-    assert parse_schema("JsonSchema", TUPLE, json_schema_draft=name).model.draft.label == "draft-07"  # type: ignore[attr-defined]
+    assert draft_of(parse_schema("JsonSchema", TUPLE, json_schema_draft=name)) == "draft-07"
 
 
 def test_an_unknown_draft_is_refused() -> None:

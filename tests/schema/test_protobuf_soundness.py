@@ -16,9 +16,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
-from google.protobuf import descriptor_pool, message_factory
-from google.protobuf.descriptor_pb2 import FileDescriptorProto
-from google.protobuf.message import DecodeError
+from google.protobuf import (  # type: ignore[import-untyped, unused-ignore]
+    descriptor_pool,
+    message_factory,
+)
+from google.protobuf.descriptor_pb2 import (  # type: ignore[import-untyped, unused-ignore]
+    FileDescriptorProto,
+)
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped, unused-ignore]
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

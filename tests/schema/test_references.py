@@ -38,7 +38,7 @@ ORDER = (
 MONEY_REF = "common/money.proto=money:1"
 
 ADDRESS = {"type": "object", "properties": {"zip": {"type": "string"}}, "required": ["zip"]}
-CUSTOMER = {
+CUSTOMER: dict[str, Any] = {
     "$id": "https://schemas.example/customer.json",
     "type": "object",
     "properties": {
