@@ -403,6 +403,9 @@ class BrokerNode:
             token = desired.get(topic)
             if token != loaded.token:
                 done &= await self._step("release", topic, partial(self._release, topic, token))
+        arriving = [topic for topic in desired if topic not in self._served]
+        if len(arriving) > 1:  # many at once (a broker's start, a drain elsewhere): one follow
+            done &= await self._step("follow", None, partial(self._follow, *arriving))
         for topic, token in sorted(desired.items()):
             if self._stopping:
                 return False
@@ -636,17 +639,20 @@ class BrokerNode:
             "broker %d sealed %s (never loaded) at offset %d", self.broker_id, topic, start - 1
         )
 
-    async def _follow(self, topic: TopicName) -> None:
-        """The cache follows the topic's keys (and its namespace's policy) from now on; the
-        host's reads of them come from memory once the cache holds them."""
-        if topic not in self._following:
-            prefixes = _topic_prefixes(topic)
-            if topic.namespace not in self._policies:
-                prefixes.append(layout.namespace_policy(topic.namespace))
-            revision = await self._cache.follow(prefixes)
+    async def _follow(self, *topics: TopicName) -> None:
+        """The cache follows these topics' keys (and their namespaces' policies) from now
+        on, in one go; the host's reads of them come from memory once the cache holds them."""
+        new = sorted(set(topics) - self._following)
+        if not new:
+            return
+        prefixes = [prefix for topic in new for prefix in _topic_prefixes(topic)]
+        namespaces = {topic.namespace for topic in new} - set(self._policies)
+        prefixes.extend(layout.namespace_policy(namespace) for namespace in sorted(namespaces))
+        revision = await self._cache.follow(prefixes)
+        for topic in new:
             self._following.add(topic)
             self._policies[topic.namespace] = self._policies.get(topic.namespace, 0) + 1
-            await self._cache.wait_for(revision)
+        await self._cache.wait_for(revision)
 
     async def _unfollow(self, topic: TopicName) -> None:
         if topic not in self._following:
