@@ -60,7 +60,7 @@ async def test_the_seed_s_subject_grows_as_danube_s_would(store: MetadataStore) 
         assert (again.version.version, again.created, again.schema_id) == (number, False, 1)
     assert await store.revision() == before
     rating = {"name": "rating", "type": ["null", "int"], "default": None}
-    v3 = {**PRODUCT_V2, "fields": [*PRODUCT_V2["fields"], rating]}  # type: ignore[list-item]
+    v3 = {**PRODUCT_V2, "fields": [*PRODUCT_V2["fields"], rating]}
     grown = await registry.register(SUBJECT, "Avro", json.dumps(v3))
     assert (grown.version.version, grown.schema_id) == (3, 1)
     other = await registry.register("orders", "Avro", json.dumps(PRODUCT_V1))
