@@ -59,6 +59,7 @@ from metaplane.pipeline import (
     synth_snapshot,
     topics_for_keys,
 )
+from metaplane.pipeline._analyze import _tuned as tuned
 from metaplane.pipeline._audit import checks_named
 from metaplane.pipeline._views import brokers
 
@@ -100,15 +101,16 @@ SUBSET_CHECKS = ("topic-assigned-twice", "topic-unowned", "cursor-beyond-last-co
 def metaplane_subset(spark: SparkSession, snapshot: Snapshot, scratch: Path) -> Counts:
     """The subset by metaplane's own path: every key classified in one pass, the tables the
     subset needs parsed from it (and kept), then the pipeline's own transforms."""
-    parsed = parse_snapshot(spark, snapshot, scratch, keep=True, write=False)
-    try:
-        tables = parsed.tables
-        found = audit(tables, checks_named(SUBSET_CHECKS)).groupBy("check").count().collect()
-        by_check = {row["check"]: row["count"] for row in found}
-        loads = brokers(tables).where(F.col("topics") > 0).collect()
-        rolled = storage(tables).where(F.col("level") == "namespace").collect()
-    finally:
-        parsed.close()
+    with tuned(spark, snapshot):  # as analyze runs it
+        parsed = parse_snapshot(spark, snapshot, scratch, keep=True, write=False)
+        try:
+            tables = parsed.tables
+            found = audit(tables, checks_named(SUBSET_CHECKS)).groupBy("check").count().collect()
+            by_check = {row["check"]: row["count"] for row in found}
+            loads = brokers(tables).where(F.col("topics") > 0).collect()
+            rolled = storage(tables).where(F.col("level") == "namespace").collect()
+        finally:
+            parsed.close()
     return {
         "topics_per_broker": {str(int(row["broker_id"])): row["topics"] for row in loads},
         "assigned_twice": by_check.get("topic-assigned-twice", 0),
@@ -238,8 +240,8 @@ def duckdb_sql(paths: list[str]) -> str:
     st_ns, st_topic = _name_check("p[5]", "namespace"), _name_check("p[6]", "topic")
     return f"""
     CREATE TEMP TABLE k AS
-      SELECT key, CAST(value AS VARCHAR) AS v, string_split(key, '/') AS p
-      FROM read_parquet([{files}]);
+      SELECT key, value AS v, string_split(key, '/') AS p
+      FROM read_parquet([{files}], binary_as_string = true);
     CREATE TEMP TABLE assignments AS SELECT p[4] AS broker, p[5] AS ns, p[6] AS topic FROM k
       WHERE len(p) = 6 AND p[1] = '' AND p[2] = 'cluster' AND p[3] = 'brokers'
         AND {_number_check("p[4]", "broker_id")} AND {_name_check("p[5]", "namespace")}
@@ -271,7 +273,7 @@ def duckdb_sql(paths: list[str]) -> str:
              TRY_CAST(json_extract_string(v, '$.last_committed_offset') AS DECIMAL(20, 0)) AS last
       FROM k
       WHERE len(p) = 7 AND p[2] = 'danube-data' AND p[3] = 'storage' AND p[4] = 'topics'
-        AND p[7] = 'state' AND p[1] = '' AND {st_ns} AND {st_topic};
+        AND p[7] = 'state' AND p[1] = '' AND {st_ns} AND {st_topic} AND json_valid(v);
     """
 
 
@@ -300,6 +302,7 @@ sql, queries = json.loads(sys.stdin.read())
 started = time.monotonic()
 db = duckdb.connect()
 db.execute("SET threads TO 2")
+db.execute("SET enable_progress_bar = false")
 db.execute(sql)
 answer = {name: db.execute(query).fetchall() for name, query in queries.items()}
 print(json.dumps({"seconds": time.monotonic() - started, "answer": answer}, default=str))
@@ -312,8 +315,10 @@ def duckdb_subset(snapshot: Snapshot) -> tuple[float, Counts]:
     request = json.dumps([duckdb_sql(snapshot.paths), DUCKDB_QUERIES])
     done = subprocess.run(
         [sys.executable, "-c", DUCKDB_RUNNER],
-        input=request, capture_output=True, text=True, env=env, check=True,
+        input=request, capture_output=True, text=True, env=env, check=False,
     )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"DuckDB failed: {done.stderr[-2000:]}")
     result = json.loads(done.stdout)
     answer = result["answer"]
     counts = {

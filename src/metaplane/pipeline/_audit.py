@@ -528,7 +528,12 @@ def _policy_exceeded(tables: Tables) -> DataFrame:
 
 
 def _neighbours(tables: Tables) -> DataFrame:
-    """Each object with the one before it (by start offset) in its topic."""
+    """Each object with the one before it (by start offset) in its topic: a view the gap and
+    the overlap checks share."""
+    return tables.shared("neighbours", _object_pairs)
+
+
+def _object_pairs(tables: Tables) -> DataFrame:
     order = Window.partitionBy(*TOPIC).orderBy("start_offset", "key")
     return (
         objects(tables)

@@ -5,7 +5,7 @@ retention.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from metaplane.layout import KeyKind
@@ -80,13 +80,7 @@ def retention_plan(
 def _kept_objects(tables: Tables) -> DataFrame:
     """Per topic, the object with the highest start offset (the one being written to) and
     the one `objects/cur` points at, should they differ."""
-    order = Window.partitionBy(*TOPIC).orderBy(F.col("offset").desc())
-    last = (
-        objects(tables)
-        .select(*TOPIC, "offset", F.row_number().over(order).alias("rank"))
-        .where(F.col("rank") == 1)
-        .drop("rank")
-    )
+    last = objects(tables).groupBy(*TOPIC).agg(F.max("offset").alias("offset"))
     current = (
         tables[KeyKind.STORAGE_CUR]
         .where(F.col("valid"))
