@@ -22,8 +22,10 @@ from metaplane.resources import (
 from metaplane.store import (
     Compare,
     Fenced,
+    Get,
     MetadataStore,
     Put,
+    TxnResult,
     TxnTooLarge,
     Unavailable,
 )
@@ -190,3 +192,31 @@ async def test_run_reads_again_after_a_lost_race_then_gives_up(store: MetadataSt
 
     with pytest.raises(ChangedSinceRead):
         await Writer(store, RetryPolicy(conflicts=3)).run(always_late)
+
+
+async def test_a_refusal_sent_back_carries_what_its_failure_branch_read(
+    store: MetadataStore,
+) -> None:
+    """`send` returns a refused change's transaction instead of raising: the typed error it
+    stands for, and every key the conditions compare and the change's `reads` as they were
+    at the refusal, so that a caller decides again without reading again."""
+    await store.put(A, b"read")
+    entry = await store.get(A)
+    assert entry is not None
+    await store.put(A, b"written since")
+    await store.put(B, b"beside")
+    change = Change((unchanged(A, entry.mod_revision),), (Put(A, b"mine"),), (Get(B), Get("/c/z")))
+    revisions = await store.revision()
+    refused = await Writer(store).send(change)
+    assert isinstance(refused, TxnResult) and not refused.succeeded
+    assert isinstance(change.refusal(refused), ChangedSinceRead)
+    seen = change.seen(refused)
+    now, beside = seen[A], seen[B]
+    assert set(seen) == {A, B, "/c/z"} and seen["/c/z"] is None
+    assert now is not None and now.value == b"written since"
+    assert beside is not None and beside.value == b"beside"
+    assert await store.revision() == revisions, "nothing written"
+    assert (change + Change(reads=(Get("/c/y"),))).reads == (Get(B), Get("/c/z"), Get("/c/y"))
+    assert change.guarded(fence(1)).reads == change.reads
+    done = Change((unchanged(A, now.mod_revision),), (Put(A, b"mine"),), change.reads)
+    assert await Writer(store).send(done) == await store.revision()

@@ -75,27 +75,33 @@ class Change:
     `compares` and `ops` are the raw pieces for a caller that builds its own transaction;
     `guarded(...)` adds conditions in front (checked, and explained, first); `apply` runs it
     and returns the revision, or raises the error of the first condition that failed.
+    `reads`: keys the failure branch reads as well as those the conditions compare, so that a
+    caller that decides again after a refusal finds them in it (`seen`), at the refusal's
+    revision, without reading again.
     """
 
     conditions: tuple[Condition, ...] = ()
     ops: tuple[Write, ...] = ()
+    reads: tuple[Get, ...] = ()
 
     @property
     def compares(self) -> tuple[Compare, ...]:
         return tuple(condition.compare for condition in self.conditions)
 
     def __add__(self, other: Change) -> Change:
-        return Change(self.conditions + other.conditions, self.ops + other.ops)
+        return Change(
+            self.conditions + other.conditions, self.ops + other.ops, self.reads + other.reads
+        )
 
     def guarded(self, *conditions: Condition) -> Change:
         """This change, refused unless `conditions` hold as well (a fence, a lease, …)."""
-        return Change(conditions + self.conditions, self.ops)
+        return Change(conditions + self.conditions, self.ops, self.reads)
 
     def txn(self, *compares: Compare) -> Txn:
         """The transaction, with the caller's `compares` after the change's own; its failure
-        branch reads each key the change compares, for `refusal` to explain."""
+        branch reads each key the change compares, for `refusal` to explain, then `reads`."""
         checks = tuple(condition.check for condition in self.conditions)
-        return Txn(self.compares + compares, self.ops, checks)
+        return Txn(self.compares + compares, self.ops, checks + self.reads)
 
     @property
     def fits(self) -> bool:
@@ -114,6 +120,17 @@ class Change:
             if not condition.compare.holds(entry):
                 return condition.refusal(entry)
         return None
+
+    def seen(self, result: TxnResult) -> dict[str, Entry | None]:
+        """What the failure branch of `result`, a failed run of `txn(...)`, read of each key:
+        those the conditions compare (but for prefix compares) and `reads` (None: missing)."""
+        found: dict[str, Entry | None] = {}
+        for index, condition in enumerate(self.conditions):
+            if not condition.compare.whole_prefix:
+                found[condition.compare.key] = result.entry(index)
+        for index, read in enumerate(self.reads, start=len(self.conditions)):
+            found[read.key] = result.entry(index)
+        return found
 
     async def apply(self, store: MetadataStore, policy: RetryPolicy | None = None) -> int:
         """Run the change through the one runner (`Writer`): its revision, or the error it
@@ -257,7 +274,8 @@ ONCE = RetryPolicy(conflicts=1, unavailable=0.0)
 
 class Writer:
     """The one runner of changes: every write above the store goes through `apply` (one
-    change) or `run` (read, decide and write, again after a lost race).
+    change; `send` returns its refusal instead of raising it) or `run` (read, decide and
+    write, again after a lost race).
 
     A change sent while the store was unavailable may have been applied without its sender
     hearing of it. Before sending it again (and when a later attempt is refused) the writer
@@ -272,6 +290,19 @@ class Writer:
 
     async def apply(self, change: Change) -> int:
         """Apply `change`: its revision, or the typed error of the condition that failed."""
+        outcome = await self.send(change)
+        if isinstance(outcome, int):
+            return outcome
+        refused = change.refusal(outcome)
+        if refused is None:  # every compare held when the failure branch read them
+            raise AssertionError(f"a transaction failed with all its compares holding: {change}")
+        raise refused
+
+    async def send(self, change: Change) -> int | TxnResult:
+        """Apply `change` as `apply` does, but return a refusal rather than raise it: the
+        revision, or the failed transaction — `change.refusal(result)` is the error it stands
+        for, `change.seen(result)` what its failure branch read — for a caller that decides
+        again from that read, in the same round trip."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.policy.unavailable
         uncertain = False
@@ -300,12 +331,7 @@ class Writer:
                 done = await self._applied_before(change)
                 if done is not None:
                     return done
-            refused = change.refusal(result)
-            if refused is None:  # every compare held when the failure branch read them
-                raise AssertionError(
-                    f"a transaction failed with all its compares holding: {change}"
-                )
-            raise refused
+            return result
 
     async def run(self, attempt: Callable[[bool], Awaitable[T]], what: str = "write") -> T:
         """`await attempt(fresh)` — which reads, decides and applies a change — again while
