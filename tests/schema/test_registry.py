@@ -28,13 +28,14 @@ from metaplane.schema import (
     SchemaVersionNotFound,
     SubjectInUse,
     SubjectNotFound,
+    TopicAlreadyBound,
     TopicNotBound,
     TopicNotFound,
     UnknownCompatibilityMode,
     UnknownSchemaType,
     parse_schema,
 )
-from metaplane.store import MetadataError, MetadataStore, NotFound
+from metaplane.store import AlreadyExists, BadVersion, MetadataError, MetadataStore, NotFound
 from tests.schema.consistency import assert_consistent
 
 NOW = 1768728611
@@ -347,6 +348,24 @@ async def test_a_subject_s_mode_governs_its_registrations(
     assert await store.revision() == after
 
 
+async def test_a_mode_set_over_a_version_is_one_guarded_transaction(
+    registry: SchemaRegistry, store: MetadataStore
+) -> None:
+    """`expect` is the metadata's version (the API's ETag): compared by the transaction that
+    writes the mode; another version is BadVersion, even when the mode is already that."""
+    await registry.register("p", "Avro", V1)
+    key = layout.schema_metadata("p")
+    for mode in ("Full", "Backward"):
+        raised = await writes_nothing(store, registry.set_mode("p", mode, expect=2), BadVersion)
+        assert "expected version 2, found 1" in str(raised)
+    revision = await registry.set_mode("p", "Full", expect=1)
+    entry = await store.get(key)
+    assert entry is not None and (entry.version, entry.mod_revision) == (2, revision)
+    assert await registry.mode("p") is CompatibilityMode.FULL
+    assert await registry.set_mode("p", "Full", expect=2) == revision  # nothing to do
+    await writes_nothing(store, registry.set_mode("nope", "Full", expect=1), SubjectNotFound)
+
+
 async def test_transitive_modes_check_every_version(registry: SchemaRegistry) -> None:
     await registry.register("p", "Avro", avro({"name": "id", "type": "string"}), created_by="a")
     await registry.set_mode("p", "None")
@@ -492,7 +511,7 @@ async def test_rebinding_moves_the_topic_between_subjects_at_once(
     await registry.register("new", "Avro", V1)
     await bound_topic(store, ORDERS)
     await registry.bind_topic(ORDERS, "old")
-    revision = await registry.bind_topic(ORDERS, "new")
+    revision = await registry.bind_topic(ORDERS, "new", replace=True)
     await _written_at(
         store,
         revision,
@@ -504,6 +523,25 @@ async def test_rebinding_moves_the_topic_between_subjects_at_once(
     assert (keys.metadata["old"].topics_using, keys.metadata["new"].topics_using) == (
         [], ["/default/orders"],
     )  # fmt: skip
+
+
+async def test_a_topic_bound_elsewhere_moves_only_when_the_binding_is_replaced(
+    registry: SchemaRegistry, store: MetadataStore
+) -> None:
+    await registry.register("old", "Avro", V1)
+    await registry.register("new", "Avro", V1)
+    await bound_topic(store, ORDERS)
+    await registry.bind_topic(ORDERS, "old")
+    raised = await writes_nothing(store, registry.bind_topic(ORDERS, "new"), TopicAlreadyBound)
+    assert isinstance(raised, TopicAlreadyBound) and isinstance(raised, AlreadyExists)
+    assert (raised.key, raised.topic, raised.subject, raised.wanted) == (
+        layout.topic_schema_subject(ORDERS), "/default/orders", "old", "new",
+    )  # fmt: skip
+    assert "bound to schema subject 'old'" in str(raised)
+    assert await registry.bind_topic(ORDERS, "old") == await store.revision()  # already there
+    await registry.bind_topic(ORDERS, "new", replace=True)
+    assert await registry.topic_subject(ORDERS) == "new"
+    await assert_consistent(store)
 
 
 async def test_a_bound_subject_cannot_be_deleted_until_its_topics_are_unbound(

@@ -12,6 +12,7 @@ import pytest
 from metaplane import layout
 from metaplane.layout import TopicName
 from metaplane.schema import (
+    CompatibilityMode,
     IncompatibleSchema,
     ReferenceNotFound,
     RegistryConflict,
@@ -19,7 +20,8 @@ from metaplane.schema import (
     SchemaRegistry,
     parse_schema,
 )
-from metaplane.store import MemoryStore, Txn, TxnResult
+from metaplane.store import BadVersion, MemoryStore, Txn, TxnResult
+from metaplane.testing import FaultyStore
 from tests.schema.consistency import assert_consistent
 
 pytestmark = pytest.mark.backends("memory", reason="the interfering store wraps the memory one")
@@ -35,12 +37,15 @@ class RacingStore(MemoryStore):
         super().__init__()
         self.interference: Interference | None = None
         self.times = 0
+        self.sent = 0
+        """Transactions sent by others than the interfering writer: round trips."""
         self._interfering = False
 
     def before_next_writes(self, interference: Interference, times: int = 1) -> None:
         self.interference, self.times = interference, times
 
     async def _txn(self, txn: Txn) -> TxnResult:
+        self.sent += not self._interfering
         if txn.writes and self.times and self.interference and not self._interfering:
             self.times -= 1
             self._interfering = True  # the other writer's own writes go through untouched
@@ -77,6 +82,55 @@ async def test_a_version_registered_meanwhile_makes_ours_the_next(
     keys = await assert_consistent(store)
     fingerprints = [version.fingerprint for version in keys.metadata["s"].versions]
     assert fingerprints == [parse_schema("Avro", avro(*f)).fingerprint for f in ("a", "b", "c")]
+
+
+async def test_a_lost_race_costs_one_round_trip(
+    store: RacingStore, registry: SchemaRegistry
+) -> None:
+    """The refused transaction's failure branch read every key the registration read: it
+    decides again from that, without reading again — read, refused commit, commit."""
+    await registry.register("s", "Avro", avro("a"))
+    other = SchemaRegistry(store)
+    store.before_next_writes(lambda: other.register("s", "Avro", avro("b")))
+    before = store.sent
+    done = await registry.register("s", "Avro", avro("c"))
+    assert (done.version.version, registry.conflicts, store.sent - before) == (3, 1, 3)
+
+
+async def test_a_registration_whose_answer_was_lost_is_made_once() -> None:
+    """The store applied the registration and the answer was lost (Unavailable): the one
+    runner finds its writes in place and returns them; sent before the store saw it, it is
+    sent again. Either way one version, one id."""
+    inner = MemoryStore()
+    faulty = FaultyStore(inner)
+    registry = SchemaRegistry(faulty)
+    lost = faulty.fail("txn", "/schemas", after=True, when=lambda txn: txn.writes)
+    first = await registry.register("s", "Avro", avro("a"))
+    refused = faulty.fail("txn", "/schemas", when=lambda txn: txn.writes)
+    second = await registry.register("t", "Avro", avro("a"))
+    assert (lost.hits, refused.hits) == (1, 1)
+    assert (first.schema_id, first.version.version, first.created) == (1, 1, True)
+    written = await inner.get(layout.schema_metadata("s"))
+    assert written is not None and first.revision == written.mod_revision
+    assert (second.schema_id, second.version.version) == (2, 1)
+    keys = await assert_consistent(inner)
+    assert keys.counter == 3 and sorted(keys.versions) == ["s", "t"]
+
+
+async def test_a_mode_set_over_a_version_is_refused_when_another_writer_came_first(
+    store: RacingStore, registry: SchemaRegistry
+) -> None:
+    """`set_mode(…, expect=version)` (the API's If-Match) compares the version in its own
+    transaction: a write between its read and its commit refuses it, nothing written."""
+    await registry.register("s", "Avro", avro("a"))
+    metadata = await store.get(layout.schema_metadata("s"))
+    assert metadata is not None
+    other = SchemaRegistry(store)
+    store.before_next_writes(lambda: other.set_mode("s", "Full"))
+    with pytest.raises(BadVersion, match=r"expected version 1, found 2"):
+        await registry.set_mode("s", "None", expect=metadata.version)
+    assert await registry.mode("s") is CompatibilityMode.FULL
+    assert registry.conflicts == 0, "a version expected is no race to retry"
 
 
 async def test_the_same_schema_registered_meanwhile_is_returned_and_nothing_written(
@@ -172,7 +226,7 @@ async def test_a_rebinding_reads_the_subject_it_leaves_and_survives_a_race(
     await registry.bind_topic(topic, "old")
     other = SchemaRegistry(store)
     store.before_next_writes(lambda: other.register("old", "Avro", avro("a", "b")))
-    await registry.bind_topic(topic, "new")
+    await registry.bind_topic(topic, "new", replace=True)
     keys = await assert_consistent(store)
     assert keys.bindings == {"/default/orders": "new"}
     assert [v.version for v in keys.metadata["old"].versions] == [1, 2]

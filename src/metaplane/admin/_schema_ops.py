@@ -7,12 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from metaplane import layout
-from metaplane.admin._errors import PreconditionFailed
 from metaplane.admin._schemas import document_of, stored_json, subject_summary, type_name
 from metaplane.layout import TopicName
 from metaplane.resources import Reader
 from metaplane.schema import SchemaRegistry, SubjectNotFound, SubjectVersion
-from metaplane.store import AlreadyExists, Get, MetadataStore
+from metaplane.store import Get, MetadataStore
 
 
 def version_document(found: SubjectVersion) -> dict[str, Any]:
@@ -110,15 +109,11 @@ async def set_compatibility(
     expect: int | None = None,
 ) -> dict[str, Any]:
     """Set a subject's mode (or the default); with `expect`, only over that metadata
-    version."""
+    version, compared in the write's own transaction (BadVersion otherwise)."""
     if name is None:
         revision = await registry.set_default_mode(mode)
         return {**await compatibility(registry, store, None), "revision": revision}
-    if expect is not None:
-        version = await metadata_version(store, name)
-        if version != expect:
-            raise PreconditionFailed(layout.schema_metadata(name), str(expect), str(version))
-    revision = await registry.set_mode(name, mode)
+    revision = await registry.set_mode(name, mode, expect=expect)
     return {**await compatibility(registry, store, name), "revision": revision}
 
 
@@ -134,15 +129,11 @@ async def bind(
     registry: SchemaRegistry, topic: TopicName, name: str, *, replace: bool = False
 ) -> dict[str, Any]:
     """Bind a topic to a subject. A topic bound to another subject stays there unless
-    `replace`: a binding is never moved silently."""
-    current = await registry.topic_subject(topic)
-    if current is not None and current != name and not replace:
-        raise AlreadyExists(
-            layout.topic_schema_subject(topic),
-            f"topic {topic} is bound to subject {current!r}; replace it explicitly",
-        )
-    revision = await registry.bind_topic(topic, name)
-    return {"topic": topic.path, "subject": name, "previous": current, "revision": revision}
+    `replace` (TopicAlreadyBound): a binding is never moved silently. `previous` is the
+    subject the topic was bound to when read just before."""
+    previous = await registry.topic_subject(topic)
+    revision = await registry.bind_topic(topic, name, replace=replace)
+    return {"topic": topic.path, "subject": name, "previous": previous, "revision": revision}
 
 
 async def unbind(registry: SchemaRegistry, topic: TopicName) -> dict[str, Any]:

@@ -8,6 +8,9 @@
     │   ├── SchemaIdNotFound           no subject holds that global schema id
     │   ├── TopicNotFound              a binding names a topic that does not exist
     │   └── TopicNotBound              the topic is bound to no subject
+    ├── AlreadyExists
+    │   └── TopicAlreadyBound          the topic is bound to another subject (no replace)
+    ├── BadVersion                     a subject's metadata is not at the version expected
     ├── IncompatibleSchema             the new schema breaks the subject's mode (with reasons)
     ├── SubjectInUse                   topics are still bound to the subject being deleted
     ├── SchemaReferenced               other versions reference the version being deleted
@@ -29,7 +32,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from metaplane.store import InvalidRequest, MetadataError, NotFound, ValueTooLarge
+from metaplane.store import (
+    AlreadyExists,
+    InvalidRequest,
+    MetadataError,
+    NotFound,
+    ValueTooLarge,
+)
 
 
 class InvalidSchema(InvalidRequest):
@@ -144,6 +153,21 @@ class TopicNotBound(NotFound):
     def __init__(self, key: str, topic: str) -> None:
         super().__init__(key, f"topic {topic} is bound to no schema subject")
         self.topic = topic
+
+
+class TopicAlreadyBound(AlreadyExists):
+    """A topic bound to another subject is never moved off it silently: the binding must be
+    replaced explicitly (`bind_topic(…, replace=True)`), or the topic unbound first."""
+
+    def __init__(self, key: str, topic: str, subject: str, wanted: str) -> None:
+        super().__init__(
+            key,
+            f"topic {topic} is bound to schema subject {subject!r}: replace that binding "
+            f"explicitly to bind it to {wanted!r}, or unbind it first",
+        )
+        self.topic = topic
+        self.subject = subject
+        self.wanted = wanted
 
 
 class IncompatibleSchema(MetadataError):

@@ -1,6 +1,7 @@
 """The schema registry on the store: subjects, versions and global ids in seed 001's keys,
-every write one transaction with compares (Hedwig's versioned CAS), retried when it loses a
-race, and every write returning the store revision it committed at.
+every write one `resources.Change` (conditions with their typed errors, Hedwig's versioned
+CAS) applied by the one runner, `resources.Writer`, retried when it loses a race, and every
+write returning the store revision it committed at.
 """
 
 from __future__ import annotations
@@ -15,10 +16,14 @@ import msgspec
 from metaplane import layout
 from metaplane.layout import KeyKind, LayoutError, TopicName
 from metaplane.resources import (
+    Change,
+    ChangedSinceRead,
     CompatibilityMode,
+    Condition,
     SchemaIdIndex,
     SchemaMetadata,
     SchemaVersion,
+    Write,
     encode,
 )
 from metaplane.schema import _keys as keys
@@ -40,6 +45,7 @@ from metaplane.schema._errors import (
     SubjectInUse,
     SubjectNotFound,
     SubjectTooLarge,
+    TopicAlreadyBound,
     TopicNotBound,
     TopicNotFound,
 )
@@ -64,14 +70,16 @@ from metaplane.schema._references import (
     with_referrer,
     without_referrers,
 )
-from metaplane.schema._transact import Commit, Decision, Done, Read, Snapshot, WriteLoop
+from metaplane.schema._transact import Commit, Decision, Done, Read, RegistryWrites, Snapshot
 from metaplane.store import (
     MAX_VALUE_BYTES,
+    BadVersion,
     Compare,
     Delete,
     DeletePrefix,
     Entry,
     Get,
+    MetadataError,
     MetadataStore,
     Put,
 )
@@ -83,7 +91,7 @@ the metadata); 64 KiB are left for keys, compares and framing."""
 
 DEFAULT_ATTEMPTS = 100
 """How many lost races in a row a write survives before it gives up with RegistryConflict:
-with the backoff of `_transact`, some 10 to 15 seconds of losing to other processes."""
+with the backoff of `_transact`, some 12 to 24 seconds of losing to other processes."""
 
 
 def unix_seconds() -> int:
@@ -210,7 +218,7 @@ class SchemaRegistry:
         self._fallback_mode = parse_mode(default_mode)
         self._clock = clock
         self._created_by = created_by
-        self._writes = WriteLoop(store, attempts)
+        self._writes = RegistryWrites(store, attempts)
 
     @property
     def conflicts(self) -> int:
@@ -307,21 +315,25 @@ class SchemaRegistry:
         linked = _reference_writes(subject, number, schema, snapshot)
         if isinstance(linked, Read):
             return linked
-        compares, operations = linked
+        conditions, operations = linked
         return Commit(
-            compares=[
-                *snapshot.unchanged(metadata_key, keys.subject_config(subject)),
-                Compare.absent(version_key),
-                *compares,
-            ],
-            operations=_fitting(
-                updated,
-                [_version_put(subject, version_key, version), _metadata_put(updated), *operations],
+            _change(
+                [
+                    *snapshot.unchanged(metadata_key, keys.subject_config(subject), version_key),
+                    *conditions,
+                ],
+                _fitting(
+                    updated,
+                    [
+                        _version_put(subject, version_key, version),
+                        _metadata_put(updated),
+                        *operations,
+                    ],
+                ),
             ),
             outcome=lambda revision: Registration(
                 subject, metadata.id, version, True, revision, schema.references
             ),
-            watch=[version_key],
             queue=metadata_key,
         )
 
@@ -348,35 +360,36 @@ class SchemaRegistry:
         linked = _reference_writes(subject, number, schema, snapshot)
         if isinstance(linked, Read):
             return linked
-        compares, operations = linked
+        conditions, operations = linked
+        # Each key is compared as read, or absent when it was not read: the metadata, the
+        # version and the index were chosen absent.
+        unchanged = snapshot.unchanged(
+            new.metadata,
+            new.version,
+            new.index,
+            new.counter,
+            new.default_mode,
+            keys.global_config(),
+            keys.subject_config(subject),
+        )
         return Commit(
-            compares=[
-                Compare.absent(new.metadata),
-                Compare.absent(new.version),
-                Compare.absent(new.index),
-                *snapshot.unchanged(
-                    new.counter,
-                    new.default_mode,
-                    keys.global_config(),
-                    keys.subject_config(subject),
+            _change(
+                [*unchanged, *conditions],
+                _fitting(
+                    metadata,
+                    [
+                        _version_put(subject, new.version, version),
+                        _metadata_put(metadata),
+                        Put(new.index, encode(index)),
+                        Put(new.counter, encode(schema_id + 1)),
+                        *_inherited_config(subject, snapshot),
+                        *operations,
+                    ],
                 ),
-                *compares,
-            ],
-            operations=_fitting(
-                metadata,
-                [
-                    _version_put(subject, new.version, version),
-                    _metadata_put(metadata),
-                    Put(new.index, encode(index)),
-                    Put(new.counter, encode(schema_id + 1)),
-                    *_inherited_config(subject, snapshot),
-                    *operations,
-                ],
             ),
             outcome=lambda revision: Registration(
                 subject, schema_id, version, True, revision, schema.references
             ),
-            watch=[new.version, new.index],
             queue=new.counter,
         )
 
@@ -418,26 +431,35 @@ class SchemaRegistry:
             return Done(check(candidate.schema(resolved, draft), previous, chosen))
 
         read = [metadata_key, keys.subject_config(subject), keys.references(subject)]
-        return await self._writes.run(f"check against {subject}", read, plan)
+        return await self._writes.view(f"check against {subject}", read, plan)
 
     async def mode(self, subject: str) -> CompatibilityMode:
         """The subject's compatibility mode."""
         return (await self.describe(subject)).compatibility_mode
 
-    async def set_mode(self, subject: str, mode: CompatibilityMode | str) -> int:
+    async def set_mode(
+        self, subject: str, mode: CompatibilityMode | str, *, expect: int | None = None
+    ) -> int:
         """Set the subject's compatibility mode; returns the revision (of the last write
-        when the mode was already that)."""
+        when the mode was already that). With `expect`, only while the subject's metadata is
+        at that version (its `version`, the API's ETag), compared in the same transaction:
+        BadVersion otherwise, nothing written."""
         chosen = parse_mode(mode)
         metadata_key = layout.schema_metadata(subject)
 
         def plan(snapshot: Snapshot) -> Decision[int]:
             metadata = _metadata(snapshot, subject)
+            entry = snapshot.entry(metadata_key)
+            assert entry is not None
+            if expect is not None and entry.version != expect:
+                raise BadVersion(metadata_key, expect, entry.version)
             if metadata.compatibility_mode is chosen:
-                return Done(snapshot.mod_revision(metadata_key))
+                return Done(entry.mod_revision)
             updated = msgspec.structs.replace(
                 metadata, compatibility_mode=chosen, updated_at=self._clock()
             )
-            return _rewrite(snapshot, metadata_key, updated)
+            guard = () if expect is None else (_at_version(metadata_key, expect, subject),)
+            return _rewrite(snapshot, metadata_key, updated, guard=guard)
 
         return await self._writes.run(f"set the mode of {subject}", [metadata_key], plan)
 
@@ -449,7 +471,8 @@ class SchemaRegistry:
     async def set_default_mode(self, mode: CompatibilityMode | str) -> int:
         """Set the global default mode (for subjects created from now on); returns the
         revision."""
-        return await self._store.put(layout.default_compatibility_mode(), encode(parse_mode(mode)))
+        put = Put(layout.default_compatibility_mode(), encode(parse_mode(mode)))
+        return await self._writes.writer.apply(Change((), (put,)))
 
     # -- the JSON Schema draft of undeclared documents -----------------------------------
 
@@ -491,9 +514,11 @@ class SchemaRegistry:
                     return Read(sorted(reading.missing))
             config = _with_draft(snapshot.value(config_key, RegistryConfig), chosen)
             return Commit(
-                compares=snapshot.unchanged(config_key, metadata_key, keys.references(subject)),
-                operations=[Put(config_key, encode(config))],
-                outcome=_revision,
+                _change(
+                    snapshot.unchanged(config_key, metadata_key, keys.references(subject)),
+                    [Put(config_key, encode(config))],
+                ),
+                _revision,
             )
 
         read = [config_key, metadata_key, keys.references(subject)]
@@ -506,7 +531,7 @@ class SchemaRegistry:
             if _config_draft(snapshot, key) == chosen:
                 return Done(snapshot.mod_revision(key))
             config = _with_draft(snapshot.value(key, RegistryConfig), chosen)
-            return Commit(snapshot.unchanged(key), [Put(key, encode(config))], _revision)
+            return Commit(_change(snapshot.unchanged(key), [Put(key, encode(config))]), _revision)
 
         return await self._writes.run("set the global JSON Schema draft", [key], plan)
 
@@ -560,20 +585,22 @@ class SchemaRegistry:
             released = _released_references(snapshot, subject, [version])
             if isinstance(released, Read):
                 return released
-            compares, operations = released
+            conditions, operations = released
             versions = [v for v in metadata.versions if v.version != version]
             updated = msgspec.structs.replace(metadata, versions=versions, updated_at=self._clock())
             return Commit(
-                compares=[
-                    *snapshot.unchanged(metadata_key, keys.referenced_by(subject)),
-                    *compares,
-                ],
-                operations=[
-                    _metadata_put(updated),
-                    Delete(layout.schema_version(subject, version)),
-                    *operations,
-                ],
-                outcome=_revision,
+                _change(
+                    [
+                        *snapshot.unchanged(metadata_key, keys.referenced_by(subject)),
+                        *conditions,
+                    ],
+                    [
+                        _metadata_put(updated),
+                        Delete(layout.schema_version(subject, version)),
+                        *operations,
+                    ],
+                ),
+                _revision,
             )
 
         read = [metadata_key, keys.references(subject), keys.referenced_by(subject)]
@@ -594,15 +621,17 @@ class SchemaRegistry:
 
     # -- topics --------------------------------------------------------------------------
 
-    async def bind_topic(self, topic: TopicName, subject: str) -> int:
+    async def bind_topic(self, topic: TopicName, subject: str, *, replace: bool = False) -> int:
         """Bind `topic` to `subject`: the topic's `schema_subject` key and the subject's
         `topics_using` (and those of the subject it leaves) in one transaction.
 
-        TopicNotFound if the topic does not exist. Returns the revision.
+        A topic bound to another subject stays there (TopicAlreadyBound) unless `replace`:
+        a binding is never moved silently. TopicNotFound if the topic does not exist,
+        SubjectNotFound if the subject does not. Returns the revision.
         """
         binding = layout.topic_schema_subject(topic)
         read = [binding, layout.topic_root(topic), layout.schema_metadata(subject)]
-        plan = partial(_plan_binding, topic, subject, self._clock)
+        plan = partial(_plan_binding, topic, subject, replace, self._clock)
         return await self._writes.run(f"bind {topic} to {subject}", read, plan)
 
     async def unbind_topic(self, topic: TopicName) -> int:
@@ -642,7 +671,7 @@ class SchemaRegistry:
         read = [metadata_key, keys.subject_config(subject), keys.references(subject)]
         if version_key is not None:
             read.append(version_key)
-        return await self._writes.run(f"read {subject}", read, plan)
+        return await self._writes.view(f"read {subject}", read, plan)
 
     async def get_by_id(self, schema_id: int, version: int | None = None) -> SubjectVersion:
         """A version (the latest by default) of the subject that holds global id `schema_id`."""
@@ -858,14 +887,33 @@ def _version_put(subject: str, key: str, version: SchemaVersion) -> Put:
 
 
 def _rewrite(
-    snapshot: Snapshot, metadata_key: str, metadata: SchemaMetadata, *also: Put | Delete
+    snapshot: Snapshot,
+    metadata_key: str,
+    metadata: SchemaMetadata,
+    *also: Put | Delete,
+    guard: Iterable[Condition] = (),
 ) -> Commit[int]:
-    """Write the metadata back, and `also`, if it is unchanged since `snapshot`."""
+    """Write the metadata back, and `also`, if it is unchanged since `snapshot` (and `guard`
+    holds, checked first)."""
+    conditions = [*guard, *snapshot.unchanged(metadata_key)]
     return Commit(
-        compares=snapshot.unchanged(metadata_key),
-        operations=_fitting(metadata, [_metadata_put(metadata), *also]),
-        outcome=_revision,
+        _change(conditions, _fitting(metadata, [_metadata_put(metadata), *also])), _revision
     )
+
+
+def _at_version(metadata_key: str, expect: int, subject: str) -> Condition:
+    """The subject's metadata is at version `expect`: else BadVersion, or SubjectNotFound."""
+
+    def refusal(entry: Entry | None) -> MetadataError:
+        if entry is None:
+            return SubjectNotFound(metadata_key, subject)
+        return BadVersion(metadata_key, expect, entry.version)
+
+    return Condition(Compare.version(metadata_key, "==", expect), refusal)
+
+
+def _change(conditions: Iterable[Condition], operations: Iterable[Write]) -> Change:
+    return Change(tuple(conditions), tuple(operations))
 
 
 def _subject_deletion(snapshot: Snapshot, metadata: SchemaMetadata) -> Decision[int]:
@@ -876,16 +924,18 @@ def _subject_deletion(snapshot: Snapshot, metadata: SchemaMetadata) -> Decision[
     released = _released_references(snapshot, subject, None)
     if isinstance(released, Read):
         return released
-    compares, operations = released
+    conditions, operations = released
     metadata_key = layout.schema_metadata(subject)
     return Commit(
-        compares=[*snapshot.unchanged(metadata_key, keys.referenced_by(subject)), *compares],
-        operations=[
-            DeletePrefix(layout.subject_prefix(subject)),
-            Delete(layout.schema_by_id(metadata.id)),
-            *operations,
-        ],
-        outcome=_revision,
+        _change(
+            [*snapshot.unchanged(metadata_key, keys.referenced_by(subject)), *conditions],
+            [
+                DeletePrefix(layout.subject_prefix(subject)),
+                Delete(layout.schema_by_id(metadata.id)),
+                *operations,
+            ],
+        ),
+        _revision,
     )
 
 
@@ -902,14 +952,15 @@ def _require_unreferenced(snapshot: Snapshot, subject: str, versions: Iterable[i
 
 def _reference_writes(
     subject: str, number: int, schema: Schema, snapshot: Snapshot
-) -> tuple[list[Compare], list[Put]] | Read:
+) -> tuple[list[Condition], list[Put]] | Read:
     """For a new version with references: its entry in the subject's `references`, itself
-    in each referenced subject's `referenced_by`, and the compares that the referenced
-    versions are still there and no one changed those keys meanwhile."""
+    in each referenced subject's `referenced_by`, and the conditions that the referenced
+    versions are still there (else ReferenceNotFound) and no one changed those keys
+    meanwhile."""
     references_key = keys.references(subject)
-    compares = snapshot.unchanged(references_key)
+    conditions = snapshot.unchanged(references_key)
     if not schema.references:
-        return compares, []
+        return conditions, []
     targets = sorted({reference.subject for reference in schema.references})
     missing = [
         keys.referenced_by(t) for t in targets if not snapshot.has_read(keys.referenced_by(t))
@@ -927,28 +978,28 @@ def _reference_writes(
             if reference.subject == target:
                 found = with_referrer(found, reference.version, referrer)
         operations.append(Put(key, encode(found)))
-        compares += snapshot.unchanged(key)
+        conditions += snapshot.unchanged(key)
     for reference in schema.references:
         version_key = layout.schema_version(reference.subject, reference.version)
         entry = snapshot.entry(version_key)
         if entry is None:
             raise ReferenceNotFound(version_key, reference)
-        compares.append(Compare.create_revision(version_key, "==", entry.create_revision))
-    return compares, operations
+        conditions.append(_still_there(entry, partial(ReferenceNotFound, version_key, reference)))
+    return conditions, operations
 
 
 def _released_references(
     snapshot: Snapshot, subject: str, versions: Iterable[int] | None
-) -> tuple[list[Compare], list[Put | Delete]] | Read:
+) -> tuple[list[Condition], list[Put | Delete]] | Read:
     """For versions being deleted (None: all): their entries gone from the subject's
     `references` and from the `referenced_by` of every subject they referenced."""
     references_key = keys.references(subject)
     listed: References = dict(snapshot.value(references_key, References) or {})
     chosen = list(listed) if versions is None else [str(v) for v in versions]
     gone = [(int(number), entry) for number in chosen for entry in listed.get(number, [])]
-    compares = snapshot.unchanged(references_key)
+    conditions = snapshot.unchanged(references_key)
     if not gone:
-        return compares, []
+        return conditions, []
     targets = sorted({entry.subject for _, entry in gone})
     missing = [
         keys.referenced_by(t) for t in targets if not snapshot.has_read(keys.referenced_by(t))
@@ -967,8 +1018,8 @@ def _released_references(
             if entry.subject == target:
                 found = without_referrers(found, subject, referrer_version)
         operations.append(Put(key, encode(found)) if found else Delete(key))
-        compares += snapshot.unchanged(key)
-    return compares, operations
+        conditions += snapshot.unchanged(key)
+    return conditions, operations
 
 
 # Settings -------------------------------------------------------------------------------------
@@ -1011,7 +1062,7 @@ def _draft_of(name: str | None) -> Draft:
 
 
 def _plan_binding(
-    topic: TopicName, subject: str, clock: Callable[[], int], snapshot: Snapshot
+    topic: TopicName, subject: str, replace: bool, clock: Callable[[], int], snapshot: Snapshot
 ) -> Decision[int]:
     root = _topic_root(snapshot, topic)
     metadata = _metadata(snapshot, subject)
@@ -1019,16 +1070,18 @@ def _plan_binding(
     previous = snapshot.value(binding, str)
     if previous == subject and topic.path in metadata.topics_using:
         return Done(max(snapshot.mod_revision(binding), snapshot.mod_revision(metadata_key)))
+    if previous is not None and previous != subject and not replace:
+        raise TopicAlreadyBound(binding, topic.path, previous, subject)
     left = _left_subject(previous, subject, snapshot)
     if isinstance(left, Read):
         return left
     now = clock()
-    compares = [*snapshot.unchanged(binding, metadata_key), _same_topic(topic, root)]
+    conditions = [*snapshot.unchanged(binding, metadata_key), _same_topic(topic, root)]
     operations = [Put(binding, encode(subject)), _topics_put(metadata, {topic.path}, set(), now)]
     if left is not None:
-        compares += snapshot.unchanged(layout.schema_metadata(left.subject))
+        conditions += snapshot.unchanged(layout.schema_metadata(left.subject))
         operations.append(_topics_put(left, set(), {topic.path}, now))
-    return Commit(compares, operations, _revision)
+    return Commit(_change(conditions, operations), _revision)
 
 
 def _plan_unbinding(
@@ -1045,7 +1098,7 @@ def _plan_unbinding(
     operations: list[Put | Delete] = [Delete(binding)]
     if metadata is not None:
         operations.append(_topics_put(metadata, set(), {topic.path}, clock()))
-    return Commit(snapshot.unchanged(binding, metadata_key), operations, _revision)
+    return Commit(_change(snapshot.unchanged(binding, metadata_key), operations), _revision)
 
 
 def _topic_root(snapshot: Snapshot, topic: TopicName) -> Entry:
@@ -1055,9 +1108,23 @@ def _topic_root(snapshot: Snapshot, topic: TopicName) -> Entry:
     return root
 
 
-def _same_topic(topic: TopicName, root: Entry) -> Compare:
-    """The topic still exists, and is not another topic of the same name created since."""
-    return Compare.create_revision(layout.topic_root(topic), "==", root.create_revision)
+def _same_topic(topic: TopicName, root: Entry) -> Condition:
+    """The topic still exists (else TopicNotFound), and is not another topic of the same name
+    created since (a lost race: the binding is decided again)."""
+    key = layout.topic_root(topic)
+    return _still_there(root, partial(TopicNotFound, key, topic.path))
+
+
+def _still_there(read: Entry, gone: Callable[[], MetadataError]) -> Condition:
+    """The key read as `read` is still the one created then: else `gone()` when it no longer
+    exists, or ChangedSinceRead when it was deleted and created again."""
+
+    def refusal(now: Entry | None) -> MetadataError:
+        if now is None:
+            return gone()
+        return ChangedSinceRead(read.key, read.mod_revision, now.mod_revision)
+
+    return Condition(Compare.create_revision(read.key, "==", read.create_revision), refusal)
 
 
 def _left_subject(

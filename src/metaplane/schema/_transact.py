@@ -1,52 +1,45 @@
-"""The registry's write loop: read keys at one revision, decide, commit with compares; when a
-compare fails, decide again from what the transaction's failure branch read, a bounded number
-of times, so that a lost race costs one round trip and never a lost update.
+"""The registry's writes on the one write path: a write reads keys at one revision, decides,
+and hands its decision — a `resources.Change` whose conditions name their typed errors — to
+the one runner, `resources.Writer`. A lost race (`ChangedSinceRead`) is decided again from
+what the refused transaction's failure branch read, so that it costs one round trip, and
+`Writer.run` retries it with the registry's attempts and backoff.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import random
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
-from metaplane.resources import decode
-from metaplane.schema._errors import RegistryConflict
-from metaplane.store import (
-    Compare,
-    Delete,
-    DeletePrefix,
-    Entry,
-    Get,
-    MetadataStore,
-    Put,
-    TxnResult,
+from metaplane.resources import (
+    Change,
+    ChangedSinceRead,
+    Condition,
+    RetryPolicy,
+    Writer,
+    decode,
+    unchanged,
 )
-
-Operation = Put | Delete | DeletePrefix
+from metaplane.schema._errors import RegistryConflict
+from metaplane.store import Entry, Get, MetadataStore, TxnResult
 
 T = TypeVar("T")
 V = TypeVar("V")
 
-log = logging.getLogger(__name__)
-
-# After a lost race the failure branch has read the keys again, so the first retry goes at
-# once (a round trip ahead of a newcomer); later ones back off at random, so that the writers
-# that keep colliding spread out.
-IMMEDIATE_RETRIES = 1
 FIRST_BACKOFF = 0.002
 MAX_BACKOFF = 0.25
+"""After a lost race the failure branch has read the keys again, so the first retry goes at
+once (a round trip ahead of a newcomer); later ones back off at random, doubling from a few
+milliseconds to at most 250 ms, so that the writers that keep colliding spread out."""
 
 
-def backoff(lost: int) -> float:
-    """Seconds to wait after the `lost`-th lost race in a row."""
-    if lost <= IMMEDIATE_RETRIES:
-        return 0.0
-    return random.uniform(0, min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** (lost - IMMEDIATE_RETRIES)))
+def registry_policy(attempts: int) -> RetryPolicy:
+    """The runner's policy for the registry: `attempts` lost races in a row, the backoff above,
+    and the runner's own patience with an unavailable store."""
+    return RetryPolicy(conflicts=attempts, first_backoff=FIRST_BACKOFF, max_backoff=MAX_BACKOFF)
 
 
 @dataclass(frozen=True)
@@ -78,24 +71,19 @@ class Snapshot:
         entry = self.entry(key)
         return 0 if entry is None else entry.mod_revision
 
-    def unchanged(self, *keys: str) -> list[Compare]:
-        """Compares that hold only if none of `keys` was written, created or deleted since."""
-        return [Compare.mod_revision(key, "==", self.mod_revision(key)) for key in keys]
+    def unchanged(self, *keys: str) -> list[Condition]:
+        """Conditions that hold only if none of `keys` was written, created or deleted since
+        (a key not read: if it is still absent); else `ChangedSinceRead`, a lost race."""
+        return [unchanged(key, self.mod_revision(key)) for key in keys]
 
 
 @dataclass(frozen=True)
 class Commit(Generic[T]):
-    """Write `operations` if `compares` hold; `outcome` makes the result from the revision.
+    """Apply `change`; `outcome` makes the result from its revision. `queue`: the hot key this
+    write races for, if any: writers of one process queue for it (KeyQueues)."""
 
-    `watch`: further keys the next attempt must see if a compare fails (a key the write
-    expects absent, say), read by the failure branch in the same round trip. `queue`: the hot
-    key this write races for, if any: writers of one process queue for it (KeyQueues).
-    """
-
-    compares: Sequence[Compare]
-    operations: Sequence[Operation]
+    change: Change
     outcome: Callable[[int], T]
-    watch: Sequence[str] = ()
     queue: str | None = None
 
 
@@ -121,7 +109,7 @@ class KeyQueues:
 
     Optimistic writers that race for one key (the id counter, a busy subject) starve the
     unlucky: a winner comes back at once while a loser backs off. Within a process they
-    queue instead, so only writers of other processes ever race.
+    queue instead, in front of the runner, so only writers of other processes ever race.
     """
 
     def __init__(self) -> None:
@@ -144,90 +132,109 @@ class KeyQueues:
                 del self._users[key], self._locks[key]
 
 
-@dataclass
-class WriteLoop:
-    """Runs decisions against a store; `conflicts` counts the compares lost to other writers."""
+class RegistryWrites:
+    """The registry's reads and writes: decisions made from snapshots, their changes applied
+    by the one runner. `conflicts` counts the races lost to other writers (and retried)."""
 
-    store: MetadataStore
-    attempts: int
-    conflicts: int = field(default=0)
-    queues: KeyQueues = field(default_factory=KeyQueues)
+    def __init__(self, store: MetadataStore, attempts: int) -> None:
+        self.store = store
+        self.attempts = attempts
+        self.writer = Writer(store, registry_policy(attempts))
+        self.queues = KeyQueues()
+        self.conflicts = 0
 
     async def run(
-        self, what: str, keys: Iterable[str], decide: Callable[[Snapshot], Decision[T]]
+        self, what: str, keys: Sequence[str], decide: Callable[[Snapshot], Decision[T]]
     ) -> T:
-        """Decide from a snapshot of `keys` and commit, until a commit holds or `decide`
-        needs no write; raises RegistryConflict after `attempts` lost races."""
+        """Decide from a snapshot of `keys` and apply the decision's change through the
+        runner, which retries a lost race; RegistryConflict after `attempts` lost races."""
         async with contextlib.AsyncExitStack() as held:
-            write = _Write(self, what, list(dict.fromkeys(keys)), decide, held)
-            return await write.run()
+            attempt = _Attempt(self, list(dict.fromkeys(keys)), decide, held)
+            try:
+                return await self.writer.run(attempt, what)
+            except ChangedSinceRead as lost:
+                raise RegistryConflict(what, self.attempts) from lost
+
+    async def view(
+        self, what: str, keys: Sequence[str], decide: Callable[[Snapshot], Decision[T]]
+    ) -> T:
+        """Decide from a snapshot of `keys` (read further as `decide` asks) without writing."""
+        async with contextlib.AsyncExitStack() as held:
+            attempt = _Attempt(self, list(dict.fromkeys(keys)), decide, held)
+            decision = await attempt.decided(await self.read(attempt.wanted))
+        if not isinstance(decision, Done):
+            raise RuntimeError(f"{what}: a read decided to write")
+        return decision.outcome
 
     async def read(self, keys: Sequence[str]) -> Snapshot:
         """`keys` at one revision, from the store itself: a write must not decide on a stale
-        cache (the compares would catch it, at the cost of a retry)."""
+        cache (the conditions would catch it, at the cost of a retry)."""
         result = await self.store.txn((), [Get(key) for key in keys], ())
         return Snapshot.of(keys, result)
 
 
-class _Write(Generic[T]):
-    """One write's way through the loop: its snapshot, its lost races, its queue."""
+class _Attempt(Generic[T]):
+    """One write's attempts, as `Writer.run` makes them: each decides from the snapshot the
+    last refusal read (else from a read of its own) and sends the decided change."""
 
     def __init__(
         self,
-        loop: WriteLoop,
-        what: str,
+        writes: RegistryWrites,
         keys: list[str],
         decide: Callable[[Snapshot], Decision[T]],
         held: contextlib.AsyncExitStack,
     ) -> None:
-        self.loop, self.what, self.wanted, self.decide = loop, what, keys, decide
-        self.held = held
+        self.writes, self.wanted, self.decide, self.held = writes, keys, decide, held
+        self.refused: Snapshot | None = None
         self.queued = False
-        self.lost = 0
 
-    async def run(self) -> T:
-        snapshot = await self.loop.read(self.wanted)
+    async def __call__(self, fresh: bool) -> T:
+        snapshot, self.refused = self.refused, None
+        decision = await self.decided(snapshot or await self.writes.read(self.wanted))
+        if isinstance(decision, Done):
+            return decision.outcome
+        return await self.commit(decision)
+
+    async def decided(self, snapshot: Snapshot) -> Done[T] | Commit[T]:
+        """The decision once every key it depends on is read, and this process's writers of
+        its hot key ahead of it are done."""
         while True:
             decision = self.decide(snapshot)
-            if isinstance(decision, Done):
-                return decision.outcome
             if isinstance(decision, Read):
                 snapshot = await self.read_more(decision.keys)
-            elif await self.queue_for(decision):
-                snapshot = await self.loop.read(self.wanted)
+            elif isinstance(decision, Commit) and await self.queue_for(decision):
+                snapshot = await self.writes.read(self.wanted)
             else:
-                result = await self.commit(decision)
-                if isinstance(result, Snapshot):
-                    snapshot = result
-                else:
-                    return decision.outcome(result)
+                return decision
 
     async def read_more(self, keys: Sequence[str]) -> Snapshot:
         if set(keys) <= set(self.wanted):
-            raise RuntimeError(f"{self.what}: asked again for keys it has read")
+            raise RuntimeError("a registry write asked again for keys it has read")
         self.wanted = list(dict.fromkeys([*self.wanted, *keys]))
-        return await self.loop.read(self.wanted)
+        return await self.writes.read(self.wanted)
 
     async def queue_for(self, decision: Commit[T]) -> bool:
-        """Queue behind this process's other writers of the decision's hot key; True when
-        one was ahead, so that the decision must be made again on a fresh snapshot."""
+        """Queue behind this process's other writers of the decision's hot key (once a
+        write); True when one was ahead, so that the decision must be made again."""
         if decision.queue is None or self.queued:
             return False
         self.queued = True
-        return await self.held.enter_async_context(self.loop.queues.hold(decision.queue))
+        return await self.held.enter_async_context(self.writes.queues.hold(decision.queue))
 
-    async def commit(self, decision: Commit[T]) -> int | Snapshot:
-        """The revision of the commit, or what the failure branch read when a compare failed."""
-        fetched = list(dict.fromkeys([*self.wanted, *decision.watch]))
-        result = await self.loop.store.txn(
-            decision.compares, decision.operations, [Get(key) for key in fetched]
-        )
-        if result.succeeded:
-            return result.revision
-        self.lost += 1
-        self.loop.conflicts += 1
-        if self.lost >= self.loop.attempts:
-            raise RegistryConflict(self.what, self.lost)
-        log.debug("%s: lost a race (%d), deciding again", self.what, self.lost)
-        await asyncio.sleep(backoff(self.lost))
-        return Snapshot.of(fetched, result)
+    async def commit(self, decision: Commit[T]) -> T:
+        """Send the change, its failure branch reading every key this write read; a lost
+        race keeps that read for the next attempt and is raised for the runner to retry."""
+        change = decision.change
+        compared = {c.compare.key for c in change.conditions if not c.compare.whole_prefix}
+        reads = tuple(Get(key) for key in self.wanted if key not in compared)
+        change = replace(change, reads=change.reads + reads)
+        outcome = await self.writes.writer.send(change)
+        if isinstance(outcome, int):
+            return decision.outcome(outcome)
+        refused = change.refusal(outcome)
+        if refused is None:
+            raise AssertionError(f"a registry write failed with its conditions holding: {change}")
+        if isinstance(refused, ChangedSinceRead):
+            self.writes.conflicts += 1
+            self.refused = Snapshot(change.seen(outcome))
+        raise refused
