@@ -62,7 +62,9 @@ class Cli:
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
-    return Cli(tmp_path)
+    made = Cli(tmp_path)
+    made.keys()  # the store exists: a command never makes one without --create
+    return made
 
 
 def one_error_line(result: Result, text: str) -> None:
@@ -99,7 +101,10 @@ def test_get_shows_a_version_its_document_and_its_json(cli: Cli) -> None:
     by_id = cli.json("get", "--id", "1")
     assert (by_id["subject"], by_id["version"], by_id["is_deprecated"]) == ("orders", 2, False)
     assert json.loads(by_id["schema_def"]["Avro"]["raw_schema"]) == V2
-    one_error_line(cli("get", code=1), "give either a SUBJECT or --id")
+    assert by_id["type"] == "Avro" and json.loads(by_id["document"]) == V2
+    assert cli.json("get", "--id", "1", "-v", "1")["version"] == 1
+    one_error_line(cli("get", code=2), "give either a SUBJECT or --id")
+    one_error_line(cli("get", "orders", "--id", "1", code=2), "give either a SUBJECT or --id")
     one_error_line(
         cli("get", "orders", "-v", "9", code=1), "schema subject 'orders' has no version 9"
     )
@@ -162,7 +167,7 @@ def test_register_and_check_with_references(cli: Cli) -> None:
     assert verdict["compatible"]
     one_error_line(
         cli("register", "orders", cli.file("order.proto", ORDER), "-t", "proto",
-            "-r", "money:1", code=1),
+            "-r", "money:1", code=2),
         "expected NAME=SUBJECT:VERSION",
     )  # fmt: skip
     one_error_line(cli("delete", "money", "-y", code=1), "referenced by orders version 1")
@@ -175,7 +180,42 @@ def test_compat_shows_and_sets_modes(cli: Cli) -> None:
     assert cli.json("compat", "orders")["compatibility_mode"] == "Full"
     changed = cli.json("compat", "orders", "--set", "forward_transitive")
     assert changed["compatibility_mode"] == "ForwardTransitive" and changed["revision"] > 0
-    one_error_line(cli("compat", "orders", "--set", "sideways", code=1), "'sideways'")
+    one_error_line(cli("compat", "orders", "--set", "sideways", code=2), "'sideways'")
+
+
+def test_compat_sets_a_mode_over_the_version_it_expects(cli: Cli) -> None:
+    """--expect is the subject's metadata version (as `compat -o json` shows it): compared by
+    the write's own transaction, refused with nothing written when another writer came first."""
+    cli("register", "orders", cli.file("v1.avsc", V1))
+    seen = cli.json("compat", "orders")
+    assert (seen["compatibility_mode"], seen["version"]) == ("Backward", 1)
+    changed = cli.json("compat", "orders", "--set", "full", "--expect", "1")
+    assert (changed["compatibility_mode"], changed["version"]) == ("Full", 2)
+    stale = cli("compat", "orders", "--set", "none", "--expect", "1", code=1)
+    one_error_line(stale, "expected version 1, found 2")
+    assert cli.keys().metadata["orders"].compatibility_mode.value == "Full"
+    one_error_line(cli("compat", "--set", "full", "--expect", "1", code=2), "--expect goes")
+    one_error_line(cli("compat", "orders", "--expect", "1", code=2), "--expect goes")
+
+
+JSON_TUPLE = {"type": "array", "items": [{"type": "string"}, {"type": "integer"}]}
+
+
+def test_draft_shows_and_sets_the_json_schema_draft(cli: Cli) -> None:
+    assert cli("draft").stdout.strip() == "default: draft-07"
+    cli("register", "tuples", cli.file("tuple.json", JSON_TUPLE), "-t", "json")
+    assert "default: 2020-12 (set at revision" in cli("draft", "--set", "2020-12").stdout
+    cli("register", "events", cli.file("e.json", {"type": "object"}), "-t", "json")
+    assert cli.json("draft", "events") == {"subject": "events", "json_schema_draft": "2020-12"}
+    changed = cli.json("draft", "events", "--set", "7")
+    assert (changed["subject"], changed["json_schema_draft"]) == ("events", "draft-07")
+    assert changed["revision"] > 0
+    assert cli("draft", "tuples").stdout.strip() == "tuples: draft-07"
+    refused = cli("draft", "tuples", "--set", "2020-12", code=1)
+    one_error_line(refused, "invalid JsonSchema schema")
+    assert cli("draft", "tuples").stdout.strip() == "tuples: draft-07"
+    assert cli.json("draft")["json_schema_draft"] == "2020-12"
+    one_error_line(cli("draft", "--set", "draft-99", code=2), "unknown JSON Schema draft")
 
 
 def test_deprecate_and_delete(cli: Cli) -> None:
@@ -201,30 +241,60 @@ def test_deprecate_and_delete_in_json(cli: Cli) -> None:
     cli("register", "orders", cli.file("v1.avsc", V1))
     cli("register", "orders", cli.file("v2.avsc", V2))
     deprecated = cli.json("deprecate", "orders", "1", "--message", "use 2")
-    assert set(deprecated) == {"revision"} and deprecated["revision"] > 0
-    assert cli.keys().versions["orders"][1].is_deprecated
+    revision = deprecated["revision"]
+    assert deprecated == {
+        "subject": "orders",
+        "version": 1,
+        "deprecated": True,
+        "revision": revision,
+    }
+    assert revision > 0 and cli.keys().versions["orders"][1].is_deprecated
     deleted = cli.json("delete", "orders", "-v", "1", "--yes")
-    assert set(deleted) == {"revision"} and deleted["revision"] > deprecated["revision"]
+    assert deleted == {"subject": "orders", "version": 1, "revision": deleted["revision"]}
+    assert deleted["revision"] > revision
     assert sorted(cli.keys().versions["orders"]) == [2]
 
 
 def test_bind_and_unbind_a_topic(cli: Cli) -> None:
     cli("register", "orders", cli.file("v1.avsc", V1))
     cli.create_topic(TopicName("default", "orders"))
-    assert "/default/orders bound to orders" in cli("bind", "default/orders", "orders").stdout
+    assert "/default/orders bound to orders" in cli("bind", "/default/orders", "orders").stdout
     assert cli.keys().bindings == {"/default/orders": "orders"}
     one_error_line(cli("delete", "orders", "-y", code=1), "unbind them first")
-    assert cli.json("unbind", "/default/orders")["revision"] > 0
+    unbound = cli.json("unbind", "/default/orders")
+    assert unbound == {"topic": "/default/orders", "revision": unbound["revision"]}
     assert cli.keys().bindings == {}
-    one_error_line(cli("bind", "default/nope", "orders", code=1), "topic /default/nope not found")
-    one_error_line(cli("bind", "a/b/c", "orders", code=1), "invalid topic name")
+    one_error_line(cli("bind", "/default/nope", "orders", code=1), "topic /default/nope not found")
+    one_error_line(cli("bind", "/a/b/c", "orders", code=2), "invalid topic name")
+    one_error_line(cli("bind", "default/orders", "orders", code=2), "/namespace/topic")
+
+
+def test_a_topic_bound_elsewhere_moves_only_with_replace(cli: Cli) -> None:
+    cli("register", "orders", cli.file("v1.avsc", V1))
+    cli("register", "other", cli.file("v1.avsc", V1))
+    cli.create_topic(TopicName("default", "orders"))
+    cli("bind", "/default/orders", "orders")
+    refused = cli("bind", "/default/orders", "other", code=1)
+    one_error_line(refused, "is bound to schema subject 'orders'")
+    keys = cli.keys()
+    assert keys.bindings == {"/default/orders": "orders"}
+    assert keys.metadata["other"].topics_using == []
+    again = cli.json("bind", "/default/orders", "orders")  # already there: nothing to move
+    assert (again["previous"], again["subject"]) == ("orders", "orders")
+    moved = cli("bind", "/default/orders", "other", "--replace").stdout
+    assert (
+        "/default/orders bound to other at revision" in moved and "(was bound to orders)" in moved
+    )
+    keys = cli.keys()
+    assert keys.bindings == {"/default/orders": "other"}
+    assert (keys.metadata["orders"].topics_using, keys.metadata["other"].topics_using) == (
+        [], ["/default/orders"],
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("args", "text"),
     [
-        (("register", "orders", "-t", "yaml", "-"), "unknown schema type 'yaml'"),
-        (("register", "orders", "missing.avsc"), "cannot read missing.avsc"),
         (("register", "orders", "-"), "invalid Avro schema: not JSON"),
         (("register", "_index", "-t", "string"), "reserved"),
         (("get", "nope"), "schema subject 'nope' not found"),
@@ -234,3 +304,40 @@ def test_bind_and_unbind_a_topic(cli: Cli) -> None:
 def test_errors_are_one_line_and_write_nothing(cli: Cli, args: tuple[str, ...], text: str) -> None:
     one_error_line(cli(*args, input="{nope", code=1), text)
     assert cli.keys().metadata == {}
+
+
+@pytest.mark.parametrize(
+    ("args", "text"),
+    [
+        (("register", "orders", "-t", "yaml", "-"), "unknown schema type 'yaml'"),
+        (("register", "orders", "missing.avsc"), "cannot read missing.avsc"),
+        (("register", "orders", "-t", "string", "-r", "money:1"), "NAME=SUBJECT:VERSION"),
+        (("check", "orders", "-", "-m", "sideways"), "unknown compatibility mode"),
+        (("get", "orders", "-v", "0"), "--version"),
+    ],
+)
+def test_usage_errors_exit_2_before_the_store_is_opened(
+    tmp_path: Path, args: tuple[str, ...], text: str
+) -> None:
+    """What the command line gets wrong is a usage error (exit 2, one line), found before the
+    store is even looked for: here there is none, and none is made."""
+    missing = tmp_path / "registry.db"
+    arguments = ["schemas", *args, "--store", f"sqlite://{missing}", "--create"][: len(args) + 3]
+    result = CliRunner().invoke(app, arguments, input="{}")
+    assert result.exit_code == 2, result.output
+    assert text in result.output and "Traceback" not in result.output
+    assert not missing.exists()
+
+
+def test_a_store_that_does_not_exist_is_an_error_unless_created(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "registry.db"
+    url = f"sqlite://{missing}"
+    for args in (["list"], ["register", "s", "-t", "string"], ["get", "s"], ["draft"]):
+        result = CliRunner().invoke(app, ["schemas", *args, "--store", url])
+        assert result.exit_code == 1, result.output
+        one_error_line(result, f"no store at {missing}")
+    assert not missing.parent.exists()
+    made = CliRunner().invoke(
+        app, ["schemas", "register", "s", "-t", "string", "--store", url, "--create"]
+    )
+    assert made.exit_code == 0 and "registered s version 1" in made.stdout, made.output

@@ -20,7 +20,12 @@ from metaplane.resources import (
     BrokerNotActive,
     NamespaceNotEmpty,
 )
-from metaplane.schema import IncompatibleSchema, RegistryConflict, SubjectInUse
+from metaplane.schema import (
+    IncompatibleSchema,
+    RegistryConflict,
+    SchemaReferenced,
+    SubjectInUse,
+)
 from metaplane.store import (
     AlreadyExists,
     BadVersion,
@@ -109,6 +114,7 @@ def http_status(error: BaseException) -> int:
         | BrokerNotActive
         | IncompatibleSchema
         | SubjectInUse
+        | SchemaReferenced
         | RegistryConflict,
     ):
         return 409

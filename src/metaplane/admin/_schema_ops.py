@@ -1,17 +1,64 @@
-"""The schema registry as operations of the HTTP API: subjects, versions, by id, register,
-check, compatibility (with the subject's metadata version as its ETag), delete, bind and
-unbind. The documents are those `metaplane schemas … -o json` prints."""
+"""The schema registry as operations of the CLI and the HTTP API: subjects, versions, by id,
+register, check, compatibility (with the subject's metadata version as its ETag), the JSON
+Schema draft setting, deprecate, delete, bind and unbind. The documents are those the API
+returns and `metaplane schemas … -o json` prints."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from metaplane import layout
-from metaplane.admin._schemas import document_of, stored_json, subject_summary, type_name
 from metaplane.layout import TopicName
-from metaplane.resources import Reader
-from metaplane.schema import SchemaRegistry, SubjectNotFound, SubjectVersion
+from metaplane.resources import (
+    Avro,
+    JsonSchema,
+    PrimitiveSchema,
+    Protobuf,
+    Reader,
+    SchemaDefinition,
+    SchemaMetadata,
+    encode,
+)
+from metaplane.schema import SchemaRegistry, SchemaType, SubjectNotFound, SubjectVersion
 from metaplane.store import Get, MetadataStore
+
+# Documents ----------------------------------------------------------------------------------
+
+
+def stored_json(value: object) -> Any:
+    """A stored value as the JSON the store holds."""
+    return json.loads(encode(value))
+
+
+def type_name(definition: SchemaDefinition) -> str:
+    if isinstance(definition, PrimitiveSchema):
+        return str(definition.value)
+    if isinstance(definition, Avro):
+        return SchemaType.AVRO.value
+    if isinstance(definition, JsonSchema):
+        return SchemaType.JSON_SCHEMA.value
+    return SchemaType.PROTOBUF.value
+
+
+def document_of(definition: SchemaDefinition) -> str:
+    if isinstance(definition, Avro | JsonSchema):
+        return definition.schema.raw_schema
+    if isinstance(definition, Protobuf):
+        return definition.schema.raw_proto
+    return ""
+
+
+def subject_summary(metadata: SchemaMetadata) -> dict[str, Any]:
+    numbers = [version.version for version in metadata.versions]
+    return {
+        "subject": metadata.subject,
+        "schema_id": metadata.id,
+        "compatibility_mode": metadata.compatibility_mode.value,
+        "versions": numbers,
+        "latest": numbers[-1] if numbers else None,
+        "topics_using": metadata.topics_using,
+    }
 
 
 def version_document(found: SubjectVersion) -> dict[str, Any]:
@@ -23,6 +70,9 @@ def version_document(found: SubjectVersion) -> dict[str, Any]:
         "document": document_of(version.schema_def),
         **stored_json(version),
     }
+
+
+# Reads --------------------------------------------------------------------------------------
 
 
 async def subjects(registry: SchemaRegistry) -> list[dict[str, Any]]:
@@ -43,6 +93,23 @@ async def metadata_version(store: MetadataStore, name: str) -> int:
     return entry.version
 
 
+async def versions(registry: SchemaRegistry, name: str) -> list[dict[str, Any]]:
+    return [stored_json(version) for version in await registry.versions(name)]
+
+
+async def version(registry: SchemaRegistry, name: str, number: int | None) -> dict[str, Any]:
+    """A version of subject `name`, its latest when `number` is None."""
+    return version_document(await registry.get(name, number))
+
+
+async def by_id(registry: SchemaRegistry, schema_id: int, number: int | None) -> dict[str, Any]:
+    """A version (the latest by default) of the subject holding global id `schema_id`."""
+    return version_document(await registry.get_by_id(schema_id, number))
+
+
+# Registration and checks --------------------------------------------------------------------
+
+
 async def register(
     registry: SchemaRegistry,
     name: str,
@@ -52,6 +119,7 @@ async def register(
     message_name: str | None = None,
     description: str = "",
     tags: list[str] | None = None,
+    references: list[str] | None = None,
 ) -> dict[str, Any]:
     registration = await registry.register(
         name,
@@ -60,6 +128,7 @@ async def register(
         message_name=message_name,
         description=description,
         tags=tags or (),
+        references=references or (),
     )
     return {
         "subject": registration.subject,
@@ -79,8 +148,16 @@ async def check(
     *,
     mode: str | None = None,
     message_name: str | None = None,
+    references: list[str] | None = None,
 ) -> dict[str, Any]:
-    result = await registry.check(name, schema_type, document, mode=mode, message_name=message_name)
+    result = await registry.check(
+        name,
+        schema_type,
+        document,
+        mode=mode,
+        message_name=message_name,
+        references=references or (),
+    )
     return {
         "subject": name,
         "compatible": result.ok,
@@ -88,6 +165,9 @@ async def check(
         "checked_versions": list(result.checked_versions),
         "reasons": result.reasons,
     }
+
+
+# Settings -----------------------------------------------------------------------------------
 
 
 async def compatibility(
@@ -117,12 +197,38 @@ async def set_compatibility(
     return {**await compatibility(registry, store, name), "revision": revision}
 
 
+async def json_schema_draft(registry: SchemaRegistry, name: str | None) -> dict[str, Any]:
+    """The draft undeclared JSON Schema documents of subject `name` are read as, or (None)
+    those of subjects created from now on."""
+    return {"subject": name, "json_schema_draft": await registry.json_schema_draft(name)}
+
+
+async def set_json_schema_draft(
+    registry: SchemaRegistry, name: str | None, draft: str
+) -> dict[str, Any]:
+    revision = await registry.set_json_schema_draft(draft, name)
+    return {**await json_schema_draft(registry, name), "revision": revision}
+
+
+# Versions and subjects ----------------------------------------------------------------------
+
+
+async def deprecate(
+    registry: SchemaRegistry, name: str, number: int, message: str | None, *, undo: bool = False
+) -> dict[str, Any]:
+    revision = await registry.deprecate(name, number, message, deprecated=not undo)
+    return {"subject": name, "version": number, "deprecated": not undo, "revision": revision}
+
+
 async def delete(registry: SchemaRegistry, name: str, version: int | None) -> dict[str, Any]:
     if version is None:
         revision = await registry.delete_subject(name)
     else:
         revision = await registry.delete_version(name, version)
     return {"subject": name, "version": version, "revision": revision}
+
+
+# Topics -------------------------------------------------------------------------------------
 
 
 async def bind(

@@ -1,54 +1,46 @@
 """`metaplane schemas …`: the schema registry for operators — register, read, check and evolve
-subjects, set compatibility modes, deprecate and delete versions, bind topics to subjects.
+subjects, set compatibility modes and the JSON Schema draft, deprecate and delete versions,
+bind topics to subjects. Each command is one of the registry's operations (`_schema_ops`, the
+API's too) run by the CLI's one runner.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import sys
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
+from metaplane.admin import _schema_ops as schema_ops
 from metaplane.admin._console import (
     DEFAULT_STORE,
+    Create,
     Output,
     OutputFormat,
     StoreURL,
     console,
-    fail,
     print_json,
-    run,
+    usage,
 )
-from metaplane.layout import TopicName
-from metaplane.resources import (
-    Avro,
-    JsonSchema,
-    PrimitiveSchema,
-    Protobuf,
-    SchemaDefinition,
-    SchemaMetadata,
-    SchemaVersion,
-    encode,
-)
+from metaplane.admin._runner import execute
+from metaplane.admin._topics import topic_name_or_usage
 from metaplane.schema import (
-    CompatibilityResult,
-    Registration,
-    SchemaRegistry,
+    InvalidReference,
     SchemaType,
-    SubjectVersion,
+    UnknownCompatibilityMode,
+    UnknownJsonSchemaDraft,
+    UnknownSchemaType,
+    parse_draft,
+    parse_mode,
+    parse_reference,
 )
-from metaplane.store import MetadataError, open_store
 
 app = typer.Typer(
     name="schemas",
-    help="The schema registry: subjects, versions, compatibility modes, topic bindings.",
+    help="The schema registry: subjects, versions, compatibility modes, drafts, topic bindings.",
     no_args_is_help=True,
 )
 
@@ -66,7 +58,9 @@ MessageName = Annotated[
     str | None,
     typer.Option("--message-name", help="The Protobuf message the schema describes."),
 ]
-VersionOption = Annotated[int | None, typer.Option("--version", "-v", help="A version number.")]
+VersionOption = Annotated[
+    int | None, typer.Option("--version", "-v", min=1, help="A version number.")
+]
 References = Annotated[
     list[str] | None,
     typer.Option(
@@ -76,57 +70,71 @@ References = Annotated[
         "path, the $ref URI or the Avro type name the document uses.",
     ),
 ]
+TopicPath = Annotated[str, typer.Argument(help="The topic: /namespace/topic.")]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 
+_SCALARS = (SchemaType.BYTES, SchemaType.STRING, SchemaType.NUMBER)
 
-@contextlib.asynccontextmanager
-async def open_registry(url: str) -> AsyncIterator[SchemaRegistry]:
-    async with open_store(url) as store:
-        yield SchemaRegistry(store)
+
+# What the command line says, checked before the store is opened (usage errors, exit 2) ----
+
+
+def schema_type_or_usage(text: str) -> SchemaType:
+    try:
+        return SchemaType.parse(text)
+    except UnknownSchemaType as error:
+        usage(str(error))
+
+
+def references_or_usage(given: list[str] | None) -> list[str]:
+    for text in given or ():
+        try:
+            parse_reference(text)
+        except InvalidReference as error:
+            usage(str(error))
+    return list(given or ())
+
+
+def mode_or_usage(text: str) -> str:
+    try:
+        return parse_mode(text).value
+    except UnknownCompatibilityMode as error:
+        usage(str(error))
+
+
+def draft_or_usage(text: str) -> str:
+    try:
+        return parse_draft(text).label
+    except UnknownJsonSchemaDraft as error:
+        usage(str(error))
 
 
 def read_document(path: str, schema_type: str) -> str:
     """The document at `path` ("-": stdin); scalar types have none."""
-    if SchemaType.parse(schema_type) in (SchemaType.BYTES, SchemaType.STRING, SchemaType.NUMBER):
+    if schema_type_or_usage(schema_type) in _SCALARS:
         return ""
     if path == "-":
         return sys.stdin.read()
     try:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        fail(f"cannot read {path}: {error}")
+        usage(f"cannot read {path}: {error}")
 
 
-def topic_name(text: str) -> TopicName:
-    """A topic from "/namespace/topic" or "namespace/topic"."""
-    return TopicName.parse("/" + text.removeprefix("/"))
-
-
-def stored_json(value: object) -> Any:
-    """A stored value as the JSON the store holds."""
-    return json.loads(encode(value))
-
-
-def type_name(definition: SchemaDefinition) -> str:
-    if isinstance(definition, PrimitiveSchema):
-        return str(definition.value)
-    if isinstance(definition, Avro):
-        return SchemaType.AVRO.value
-    if isinstance(definition, JsonSchema):
-        return SchemaType.JSON_SCHEMA.value
-    return SchemaType.PROTOBUF.value
-
-
-def document_of(definition: SchemaDefinition) -> str:
-    if isinstance(definition, Avro | JsonSchema):
-        return definition.schema.raw_schema
-    if isinstance(definition, Protobuf):
-        return definition.schema.raw_proto
-    return ""
+def stored_type(definition: object) -> str:
+    """A stored `schema_def`'s type: Danube's tag ("Bytes", or the one key of {"Avro": …})."""
+    return next(iter(definition)) if isinstance(definition, dict) else str(definition)
 
 
 def timestamp(seconds: int) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def said(output: Output, document: Any, text: str) -> None:
+    if output is Output.JSON:
+        print_json(document)
+    else:
+        console.print(text, highlight=False, markup=False)
 
 
 # register -----------------------------------------------------------------------------------
@@ -142,53 +150,31 @@ def register(
     tag: Annotated[list[str] | None, typer.Option(help="A tag (repeatable).")] = None,
     reference: References = None,
     store: StoreURL = DEFAULT_STORE,
+    create_store: Create = False,
     output: OutputFormat = Output.TABLE,
 ) -> None:
     """Register a schema: a new version, or the existing one if it is identical."""
-
-    async def go() -> None:
-        text = read_document(document, schema_type)
-        async with open_registry(store) as registry:
-            try:
-                registration = await registry.register(
-                    subject,
-                    schema_type,
-                    text,
-                    message_name=message_name,
-                    description=description,
-                    tags=tag or (),
-                    references=reference or (),
-                )
-            except MetadataError as error:
-                fail(escape(str(error)))  # its [rule] tags are text, not console markup
-        show_registration(registration, output)
-
-    run(go())
-
-
-def show_registration(registration: Registration, output: Output) -> None:
-    version = registration.version
-    if output is Output.JSON:
-        print_json(
-            {
-                "subject": registration.subject,
-                "schema_id": registration.schema_id,
-                "version": version.version,
-                "fingerprint": version.fingerprint,
-                "created": registration.created,
-                "revision": registration.revision,
-            }
-        )
-    elif registration.created:
-        console.print(
-            f"registered {registration.subject} version {version.version} "
-            f"(schema id {registration.schema_id}) at revision {registration.revision}"
-        )
+    references = references_or_usage(reference)
+    text = read_document(document, schema_type)
+    found = execute(
+        store,
+        lambda ops: schema_ops.register(
+            ops.registry,
+            subject,
+            schema_type,
+            text,
+            message_name=message_name,
+            description=description,
+            tags=tag or [],
+            references=references,
+        ),
+        create=create_store,
+    )
+    what = f"{found['subject']} version {found['version']} (schema id {found['schema_id']})"
+    if found["created"]:
+        said(output, found, f"registered {what} at revision {found['revision']}")
     else:
-        console.print(
-            f"identical to {registration.subject} version {version.version} "
-            f"(schema id {registration.schema_id}): nothing written"
-        )
+        said(output, found, f"identical to {what}: nothing written")
 
 
 # get, list, versions ------------------------------------------------------------------------
@@ -205,38 +191,34 @@ def get(
 ) -> None:
     """Show a version of a subject (its latest by default), or of the subject holding --id."""
     if (subject is None) == (schema_id is None):
-        fail("give either a SUBJECT or --id")
-
-    async def go() -> None:
-        async with open_registry(store) as registry:
-            if schema_id is not None:
-                found = await registry.get_by_id(schema_id, version)
-            else:
-                assert subject is not None
-                found = await registry.get(subject, version)
-        show_version(found, output, raw)
-
-    run(go())
+        usage("give either a SUBJECT or --id")
+    if schema_id is not None:
+        chosen_id = schema_id
+        found = execute(store, lambda ops: schema_ops.by_id(ops.registry, chosen_id, version))
+    else:
+        assert subject is not None
+        name = subject
+        found = execute(store, lambda ops: schema_ops.version(ops.registry, name, version))
+    show_version(found, output, raw)
 
 
-def show_version(found: SubjectVersion, output: Output, raw: bool) -> None:
-    version = found.version
-    document = document_of(version.schema_def)
+def show_version(found: dict[str, Any], output: Output, raw: bool) -> None:
+    document: str = found["document"]
     if output is Output.JSON:
-        print_json({"subject": found.subject, "schema_id": found.schema_id, **stored_json(version)})
+        print_json(found)
         return
     if raw:
         sys.stdout.write(document if document.endswith("\n") else document + "\n")
         return
     table = Table.grid(padding=(0, 2))
     for name, value in (
-        ("subject", found.subject),
-        ("schema id", str(found.schema_id)),
-        ("version", str(version.version)),
-        ("type", type_name(version.schema_def)),
-        ("fingerprint", version.fingerprint),
-        ("created", f"{timestamp(version.created_at)} by {version.created_by}"),
-        ("deprecated", deprecation(version)),
+        ("subject", found["subject"]),
+        ("schema id", str(found["schema_id"])),
+        ("version", str(found["version"])),
+        ("type", found["type"]),
+        ("fingerprint", found["fingerprint"]),
+        ("created", f"{timestamp(found['created_at'])} by {found['created_by']}"),
+        ("deprecated", deprecation(found)),
     ):
         table.add_row(f"[bold]{name}[/]", value)
     console.print(table)
@@ -244,55 +226,33 @@ def show_version(found: SubjectVersion, output: Output, raw: bool) -> None:
         console.print(document, markup=False, highlight=False)
 
 
-def deprecation(version: SchemaVersion) -> str:
-    if not version.is_deprecated:
+def deprecation(version: dict[str, Any]) -> str:
+    if not version["is_deprecated"]:
         return "no"
-    message = version.deprecation_message
+    message = version.get("deprecation_message")
     return f"yes: {message}" if isinstance(message, str) and message else "yes"
 
 
 @app.command("list")
 def list_subjects(store: StoreURL = DEFAULT_STORE, output: OutputFormat = Output.TABLE) -> None:
     """List every subject with its id, mode, versions and bound topics."""
-
-    async def go() -> None:
-        async with open_registry(store) as registry:
-            subjects = [await registry.describe(name) for name in await registry.subjects()]
-        show_subjects(subjects, output)
-
-    run(go())
-
-
-def show_subjects(subjects: list[SchemaMetadata], output: Output) -> None:
+    subjects = execute(store, lambda ops: schema_ops.subjects(ops.registry))
     if output is Output.JSON:
-        print_json([subject_summary(metadata) for metadata in subjects])
+        print_json(subjects)
         return
     table = Table(title=f"{len(subjects)} subject(s)")
     for column in ("subject", "id", "mode", "versions", "latest", "topics"):
         table.add_column(column)
-    for metadata in subjects:
-        summary = subject_summary(metadata)
+    for summary in subjects:
         table.add_row(
-            metadata.subject,
-            str(metadata.id),
-            metadata.compatibility_mode.value,
+            summary["subject"],
+            str(summary["schema_id"]),
+            summary["compatibility_mode"],
             ", ".join(str(number) for number in summary["versions"]),
             str(summary["latest"]),
-            ", ".join(metadata.topics_using),
+            ", ".join(summary["topics_using"]),
         )
     console.print(table)
-
-
-def subject_summary(metadata: SchemaMetadata) -> dict[str, Any]:
-    numbers = [version.version for version in metadata.versions]
-    return {
-        "subject": metadata.subject,
-        "schema_id": metadata.id,
-        "compatibility_mode": metadata.compatibility_mode.value,
-        "versions": numbers,
-        "latest": numbers[-1] if numbers else None,
-        "topics_using": metadata.topics_using,
-    }
 
 
 @app.command()
@@ -300,31 +260,26 @@ def versions(
     subject: Subject, store: StoreURL = DEFAULT_STORE, output: OutputFormat = Output.TABLE
 ) -> None:
     """List the versions of a subject, oldest first."""
-
-    async def go() -> None:
-        async with open_registry(store) as registry:
-            found = await registry.versions(subject)
-        if output is Output.JSON:
-            print_json([stored_json(version) for version in found])
-            return
-        table = Table(title=subject)
-        for column in ("version", "type", "fingerprint", "created", "by", "deprecated"):
-            table.add_column(column)
-        for version in found:
-            table.add_row(
-                str(version.version),
-                type_name(version.schema_def),
-                version.fingerprint[:19] + "…",
-                timestamp(version.created_at),
-                version.created_by,
-                deprecation(version),
-            )
-        console.print(table)
-
-    run(go())
+    found = execute(store, lambda ops: schema_ops.versions(ops.registry, subject))
+    if output is Output.JSON:
+        print_json(found)
+        return
+    table = Table(title=subject)
+    for column in ("version", "type", "fingerprint", "created", "by", "deprecated"):
+        table.add_column(column)
+    for version in found:
+        table.add_row(
+            str(version["version"]),
+            stored_type(version["schema_def"]),
+            version["fingerprint"][:19] + "…",
+            timestamp(version["created_at"]),
+            version["created_by"],
+            deprecation(version),
+        )
+    console.print(table)
 
 
-# check, compat ------------------------------------------------------------------------------
+# check, compat, draft -----------------------------------------------------------------------
 
 
 @app.command("check")
@@ -341,80 +296,109 @@ def check_compatibility(
     output: OutputFormat = Output.TABLE,
 ) -> None:
     """Check a schema against a subject without registering it; exit 1 if incompatible."""
-
-    async def go() -> CompatibilityResult:
-        text = read_document(document, schema_type)
-        async with open_registry(store) as registry:
-            return await registry.check(
-                subject,
-                schema_type,
-                text,
-                mode=mode,
-                message_name=message_name,
-                references=reference or (),
-            )
-
-    result = run(go())
-    show_check(subject, result, output)
-    if not result.ok:
+    chosen = None if mode is None else mode_or_usage(mode)
+    references = references_or_usage(reference)
+    text = read_document(document, schema_type)
+    verdict = execute(
+        store,
+        lambda ops: schema_ops.check(
+            ops.registry,
+            subject,
+            schema_type,
+            text,
+            mode=chosen,
+            message_name=message_name,
+            references=references,
+        ),
+    )
+    show_check(verdict, output)
+    if not verdict["compatible"]:
         raise typer.Exit(1)
 
 
-def show_check(subject: str, result: CompatibilityResult, output: Output) -> None:
-    checked = ", ".join(str(version) for version in result.checked_versions) or "none"
+def show_check(verdict: dict[str, Any], output: Output) -> None:
+    subject, mode = verdict["subject"], verdict["mode"]
+    checked = ", ".join(str(version) for version in verdict["checked_versions"]) or "none"
     if output is Output.JSON:
-        print_json(
-            {
-                "subject": subject,
-                "compatible": result.ok,
-                "mode": result.mode.value,
-                "checked_versions": list(result.checked_versions),
-                "reasons": result.reasons,
-            }
-        )
-    elif result.ok:
-        console.print(f"compatible with {subject} under {result.mode.value} (versions {checked})")
+        print_json(verdict)
+    elif verdict["compatible"]:
+        console.print(f"compatible with {subject} under {mode} (versions {checked})")
     else:
-        console.print(f"[bold red]not compatible[/] with {subject} under {result.mode.value}:")
-        for reason in result.reasons:
+        console.print(f"[bold red]not compatible[/] with {subject} under {mode}:")
+        for reason in verdict["reasons"]:
             console.print(f"  - {reason}", markup=False, highlight=False)
+
+
+SubjectOrGlobal = Annotated[
+    str | None, typer.Argument(help="The subject; none: the global setting.")
+]
 
 
 @app.command()
 def compat(
-    subject: Annotated[
-        str | None, typer.Argument(help="The subject; none: the global default.")
-    ] = None,
+    subject: SubjectOrGlobal = None,
     set_mode: Annotated[
         str | None,
         typer.Option("--set", help="None, Backward, Forward, Full or a …Transitive form."),
     ] = None,
+    expect: Annotated[
+        int | None,
+        typer.Option(
+            "--expect", min=1, help="Only if the subject's metadata is still at this version."
+        ),
+    ] = None,
     store: StoreURL = DEFAULT_STORE,
     output: OutputFormat = Output.TABLE,
 ) -> None:
-    """Show or --set the compatibility mode of a subject, or the global default."""
-    what = subject or "default"
+    """Show or --set the compatibility mode of a subject, or the global default (the mode
+    new subjects start with)."""
+    if expect is not None and (subject is None or set_mode is None):
+        usage("--expect goes with a SUBJECT and --set (it compares the subject's version)")
+    chosen = None if set_mode is None else mode_or_usage(set_mode)
+    if chosen is None:
+        found = execute(
+            store, lambda ops: schema_ops.compatibility(ops.registry, ops.store, subject)
+        )
+    else:
+        mode = chosen
+        found = execute(
+            store,
+            lambda ops: schema_ops.set_compatibility(
+                ops.registry, ops.store, subject, mode, expect
+            ),
+        )
+    text = f"{subject or 'default'}: {found['compatibility_mode']}"
+    if "revision" in found:
+        text += f" (set at revision {found['revision']})"
+    said(output, found, text)
 
-    async def go() -> None:
-        async with open_registry(store) as registry:
-            revision = None
-            if set_mode is not None:
-                revision = await change_mode(registry, subject, set_mode)
-            mode = await (registry.default_mode() if subject is None else registry.mode(subject))
-        if output is Output.JSON:
-            print_json({"subject": subject, "compatibility_mode": mode.value, "revision": revision})
-        elif revision is None:
-            console.print(f"{what}: {mode.value}")
-        else:
-            console.print(f"{what}: {mode.value} (set at revision {revision})")
 
-    run(go())
-
-
-async def change_mode(registry: SchemaRegistry, subject: str | None, mode: str) -> int:
-    if subject is None:
-        return await registry.set_default_mode(mode)
-    return await registry.set_mode(subject, mode)
+@app.command()
+def draft(
+    subject: SubjectOrGlobal = None,
+    set_draft: Annotated[
+        str | None,
+        typer.Option(
+            "--set", help="draft-04, draft-06, draft-07, 2019-09 or 2020-12 (or its URI)."
+        ),
+    ] = None,
+    store: StoreURL = DEFAULT_STORE,
+    output: OutputFormat = Output.TABLE,
+) -> None:
+    """Show or --set the JSON Schema draft that documents without $schema are read as: a
+    subject's (its existing versions are read again under it), or the global one (copied
+    into each subject created from now on)."""
+    if set_draft is None:
+        found = execute(store, lambda ops: schema_ops.json_schema_draft(ops.registry, subject))
+    else:
+        chosen = draft_or_usage(set_draft)
+        found = execute(
+            store, lambda ops: schema_ops.set_json_schema_draft(ops.registry, subject, chosen)
+        )
+    text = f"{subject or 'default'}: {found['json_schema_draft']}"
+    if "revision" in found:
+        text += f" (set at revision {found['revision']})"
+    said(output, found, text)
 
 
 # deprecate, delete --------------------------------------------------------------------------
@@ -423,21 +407,18 @@ async def change_mode(registry: SchemaRegistry, subject: str | None, mode: str) 
 @app.command()
 def deprecate(
     subject: Subject,
-    version: Annotated[int, typer.Argument(help="The version to deprecate.")],
+    version: Annotated[int, typer.Argument(min=1, help="The version to deprecate.")],
     message: Annotated[str | None, typer.Option(help="Why, and what to use instead.")] = None,
     undo: Annotated[bool, typer.Option("--undo", help="Take the deprecation back.")] = False,
     store: StoreURL = DEFAULT_STORE,
     output: OutputFormat = Output.TABLE,
 ) -> None:
     """Mark a version deprecated (its key and the subject's metadata, in one transaction)."""
-
-    async def go() -> int:
-        async with open_registry(store) as registry:
-            return await registry.deprecate(subject, version, message, deprecated=not undo)
-
-    revision = run(go())
+    found = execute(
+        store, lambda ops: schema_ops.deprecate(ops.registry, subject, version, message, undo=undo)
+    )
     done = "no longer deprecated" if undo else "deprecated"
-    report(output, f"{subject} version {version} {done} at revision {revision}", revision)
+    said(output, found, f"{subject} version {version} {done} at revision {found['revision']}")
 
 
 @app.command()
@@ -452,15 +433,8 @@ def delete(
     what = f"{subject} version {version}" if version is not None else f"subject {subject}"
     if not yes:
         typer.confirm(f"delete {what}?", abort=True)
-
-    async def go() -> int:
-        async with open_registry(store) as registry:
-            if version is None:
-                return await registry.delete_subject(subject)
-            return await registry.delete_version(subject, version)
-
-    revision = run(go())
-    report(output, f"deleted {what} at revision {revision}", revision)
+    found = execute(store, lambda ops: schema_ops.delete(ops.registry, subject, version))
+    said(output, found, f"deleted {what} at revision {found['revision']}")
 
 
 # topics -------------------------------------------------------------------------------------
@@ -468,39 +442,35 @@ def delete(
 
 @app.command()
 def bind(
-    topic: Annotated[str, typer.Argument(help="The topic: /namespace/topic.")],
+    topic: TopicPath,
     subject: Subject,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace", help="Move the topic off the subject it is bound to, if another."
+        ),
+    ] = False,
     store: StoreURL = DEFAULT_STORE,
     output: OutputFormat = Output.TABLE,
 ) -> None:
-    """Bind a topic to a subject (the topic's key and the subject's topics_using, at once)."""
-
-    async def go() -> int:
-        async with open_registry(store) as registry:
-            return await registry.bind_topic(topic_name(topic), subject)
-
-    revision = run(go())
-    report(output, f"{topic_name(topic)} bound to {subject} at revision {revision}", revision)
+    """Bind a topic to a subject (the topic's key and the subject's topics_using, at once).
+    A topic bound to another subject is refused unless --replace."""
+    name = topic_name_or_usage(topic)
+    found = execute(
+        store, lambda ops: schema_ops.bind(ops.registry, name, subject, replace=replace)
+    )
+    text = f"{name} bound to {subject} at revision {found['revision']}"
+    previous = found["previous"]
+    if previous is not None and previous != subject:
+        text += f" (was bound to {previous})"
+    said(output, found, text)
 
 
 @app.command()
 def unbind(
-    topic: Annotated[str, typer.Argument(help="The topic: /namespace/topic.")],
-    store: StoreURL = DEFAULT_STORE,
-    output: OutputFormat = Output.TABLE,
+    topic: TopicPath, store: StoreURL = DEFAULT_STORE, output: OutputFormat = Output.TABLE
 ) -> None:
     """Unbind a topic from its subject."""
-
-    async def go() -> int:
-        async with open_registry(store) as registry:
-            return await registry.unbind_topic(topic_name(topic))
-
-    revision = run(go())
-    report(output, f"{topic_name(topic)} unbound at revision {revision}", revision)
-
-
-def report(output: Output, text: str, revision: int) -> None:
-    if output is Output.JSON:
-        print_json({"revision": revision})
-    else:
-        console.print(text)
+    name = topic_name_or_usage(topic)
+    found = execute(store, lambda ops: schema_ops.unbind(ops.registry, name))
+    said(output, found, f"{name} unbound at revision {found['revision']}")

@@ -36,6 +36,7 @@ from metaplane.schema._errors import (
     UnknownJsonSchemaDraft,
     UnknownSchemaType,
 )
+from metaplane.schema._jsonschema import parse_draft
 from metaplane.schema._model import (
     CompatibilityResult,
     Dependency,
@@ -79,6 +80,7 @@ __all__ = [
     "UnknownSchemaType",
     "check",
     "fingerprint",
+    "parse_draft",
     "parse_mode",
     "parse_reference",
     "parse_schema",
