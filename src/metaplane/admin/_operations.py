@@ -19,7 +19,7 @@ from metaplane.admin import _schema_ops as schema_ops
 from metaplane.admin import _subscription_ops as subscription_ops
 from metaplane.admin import _topic_ops as topic_ops
 from metaplane.admin._errors import BrokerUnreachable
-from metaplane.admin._schemas import stored_json
+from metaplane.admin._schema_ops import stored_json
 from metaplane.cache import LocalCache
 from metaplane.layout import TopicName
 from metaplane.resources import (
