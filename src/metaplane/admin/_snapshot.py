@@ -87,7 +87,7 @@ def show_snapshot(snapshot: Snapshot, output: Output) -> None:
 def export(
     out: OutFolder,
     store: StoreURL = DEFAULT_STORE,
-    page_size: Annotated[int, typer.Option(min=1, help="Keys read per request.")] = 500,
+    page_size: Annotated[int, typer.Option(min=1, help="Keys a page of the scan holds.")] = 10_000,
     output: OutputFormat = Output.TABLE,
 ) -> None:
     """Every key of a live store, read at one pinned revision (writers may keep running)."""

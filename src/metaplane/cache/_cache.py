@@ -330,11 +330,17 @@ class LocalCache:
 
     def _merge(self, follow: _Follow) -> None:
         """A followed prefix's read, now that the cache has passed its revision: served."""
+        added: builtins.list[str] = []
         for entry in follow.entries:
-            if any(in_prefix(entry.key, prefix) for prefix in follow.prefixes):
-                current = self._entries.get(entry.key)
-                if current is None or current.mod_revision < entry.mod_revision:
-                    self._put(entry)
+            current = self._entries.get(entry.key)
+            if current is None:
+                added.append(entry.key)
+            elif current.mod_revision >= entry.mod_revision:
+                continue
+            self._entries[entry.key] = entry
+            self._decoded.pop(entry.key, None)
+            self._made.pop(entry.key, None)
+        self._keys.update(added)  # in one go
         self._followed |= follow.prefixes
 
     def _merge_due(self, revision: int) -> None:
@@ -386,8 +392,12 @@ class LocalCache:
 
     async def _load_into_empty(self) -> int:
         revision, entries = await self._read_all()
-        for entry in entries:
-            self._put(entry)
+        # In one go: the keys sorted once (a scan gives each prefix in key order), not
+        # inserted into the sorted list one at a time.
+        self._entries = {entry.key: entry for entry in entries}
+        self._keys = SortedList(self._entries)
+        self._decoded.clear()
+        self._made.clear()
         self._applied = revision
         return revision
 
