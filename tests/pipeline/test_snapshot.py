@@ -31,7 +31,7 @@ from metaplane.pipeline import (
     write_tables,
 )
 from metaplane.store import Entry, MetadataStore, open_store
-from metaplane.testing import EtcdMember
+from metaplane.testing import EtcdMember, FaultyStore
 from tests.pipeline.conftest import invoke
 
 SEED_KEYS = 300
@@ -69,19 +69,6 @@ async def _write_and_delete(store: MetadataStore, seed: int, done: asyncio.Event
     return writes
 
 
-class Interleaved:
-    """The store, yielding to the event loop before each page it lists, so that the writers
-    run between the pages on every backend (memory answers without ever waiting)."""
-
-    def __init__(self, store: MetadataStore) -> None:
-        self.store = store
-        self.url = store.url
-
-    async def list(self, *args: Any, **kwargs: Any) -> Any:
-        await asyncio.sleep(0.002)
-        return await self.store.list(*args, **kwargs)
-
-
 async def test_export_while_writers_run_holds_its_pinned_revision(
     store: MetadataStore, tmp_path: Path
 ) -> None:
@@ -90,8 +77,11 @@ async def test_export_while_writers_run_holds_its_pinned_revision(
     done = asyncio.Event()
     writers = [asyncio.create_task(_write_and_delete(store, seed, done)) for seed in range(3)]
     await asyncio.sleep(0.05)
-    paged = Interleaved(store)
-    snapshot = await export_snapshot(paged, tmp_path / "snapshot", page_size=7)  # type: ignore[arg-type]
+    # Each page answered a little late, so that the writers run between the pages on every
+    # backend (memory answers without ever waiting).
+    paged = FaultyStore(store)
+    paged.delay("list", seconds=0.002)
+    snapshot = await export_snapshot(paged, tmp_path / "snapshot", page_size=7)
     done.set()
     writes = await asyncio.gather(*writers)
     assert sum(writes) > 0
