@@ -117,6 +117,13 @@ BUILDERS: Mapping[KeyKind, tuple[tuple[str, ...], Callable[[Fields], str]]] = {
         lambda f: layout.schema_version(f["subject"], f["version"]),
     ),
     KeyKind.SCHEMA_BY_ID: (("schema_id",), lambda f: layout.schema_by_id(f["schema_id"])),
+    KeyKind.SCHEMA_REFERENCES: (("subject",), lambda f: layout.schema_references(f["subject"])),
+    KeyKind.SCHEMA_REFERENCED_BY: (
+        ("subject",),
+        lambda f: layout.schema_referenced_by(f["subject"]),
+    ),
+    KeyKind.SCHEMA_CONFIG: (("subject",), lambda f: layout.schema_config(f["subject"])),
+    KeyKind.DEFAULT_SCHEMA_CONFIG: ((), lambda f: layout.default_schema_config()),
     KeyKind.STORAGE_OBJECT: (
         (*_TOPIC, "offset"),
         lambda f: layout.storage_object(_topic(f), f["offset"]),
@@ -157,6 +164,7 @@ TRICKY_SEGMENTS = [
     *sorted(set().union(*RESERVED.values())),
     *("cur", "cursor", "objects", "versions", "by_id", "metadata", "policy", "schema"),
     *("schema_subject", "compatibility_mode", "next_schema_id"),
+    *("references", "referenced_by", "config"),
     *("topics", "producers", "subscriptions", "delivery", "storage", "danube-data"),
     *("0", "00", "007", "-1", "+1", "1e3", "1.0", " 1", "4294967295", "4294967296"),
     *(str(U64_MAX), str(U64_MAX + 1), f"{0:020d}", f"{30:020d}", f"{U64_MAX:020d}"),

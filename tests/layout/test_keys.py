@@ -73,6 +73,10 @@ SEED_001 = [
 BEYOND_SEED = [
     ("/topics/default/reliable_topic/schema_subject", KeyKind.TOPIC_SCHEMA_SUBJECT, R),
     ("/schemas/_global/compatibility_mode", KeyKind.DEFAULT_COMPATIBILITY_MODE, {}),
+    ("/schemas/orders.v1/references", KeyKind.SCHEMA_REFERENCES, {"subject": "orders.v1"}),
+    ("/schemas/money/referenced_by", KeyKind.SCHEMA_REFERENCED_BY, {"subject": "money"}),
+    ("/schemas/events/config", KeyKind.SCHEMA_CONFIG, {"subject": "events"}),
+    ("/schemas/_global/config", KeyKind.DEFAULT_SCHEMA_CONFIG, {}),
     ("/cluster/leader_epoch", KeyKind.LEADER_EPOCH, {}),
     (
         "/cluster/locks/rebalance/13940288943180594845",
@@ -137,6 +141,13 @@ def test_the_registry_s_own_keys_do_not_clash_with_subjects_or_topic_keys() -> N
     with pytest.raises(layout.ReservedName):
         layout.schema_metadata("_global")
     assert parse("/schemas/compatibility_mode/metadata").subject == "compatibility_mode"
+    # … nor are its global settings a subject's (the key with more literal segments wins) …
+    assert parse(layout.default_schema_config()).kind is KeyKind.DEFAULT_SCHEMA_CONFIG
+    for builder in (layout.schema_config, layout.schema_references, layout.schema_referenced_by):
+        with pytest.raises(layout.ReservedName):
+            builder("_global")
+        assert parse(builder("config")).subject == "config"
+        assert builder("orders").startswith(layout.subject_prefix("orders") + "/")
     # … and a binding sits beside the topic's other keys, not under a subscription.
     binding = layout.topic_schema_subject(RELIABLE)
     assert binding.startswith(layout.topic_root(RELIABLE) + "/")

@@ -5,6 +5,7 @@ itself (seed 001's examples as one consistent cluster, read from `etcdctl -w jso
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from pathlib import Path
@@ -32,6 +33,8 @@ from metaplane.pipeline import (
 )
 from metaplane.pipeline._audit import checks_named
 from metaplane.resources import BrokerMode, BrokerState, ObjectDescriptor, decode, encode
+from metaplane.schema import SchemaRegistry
+from metaplane.store import MemoryStore
 from tests.pipeline.conftest import FaultsAnalysis, write_snapshot
 
 # One snapshot holds one leader: these are crafted below instead.
@@ -136,6 +139,41 @@ def test_a_cursor_ahead_of_the_uploads_is_a_fault_only_without_a_live_owner(
     assert [row["keys"] for row in findings] == [[layout.cursor(orphaned, "sub")]]
 
 
+async def _registry_rows() -> list[tuple[str, bytes]]:
+    """What the schema registry writes when it has references and settings."""
+    store = MemoryStore()
+    registry = SchemaRegistry(store)
+    await registry.set_json_schema_draft("2020-12")
+    await registry.register("money", "proto", MONEY)
+    await registry.register("orders", "proto", ORDER, references=["common/money.proto=money:1"])
+    await registry.set_json_schema_draft("draft-07", subject="events")
+    return [(entry.key, entry.value) for entry in await store.list(layout.schemas_prefix())]
+
+
+MONEY = 'syntax = "proto3";\npackage common;\nmessage Money { int64 units = 1; }\n'
+ORDER = (
+    'syntax = "proto3";\npackage shop;\nimport "common/money.proto";\n'
+    "message Order { common.Money total = 1; }\n"
+)
+
+
+def test_the_registry_s_own_keys_are_kinds_of_the_layout(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """References, referrers and settings are classified and read as their kinds: no
+    unknown-key warning, every value well-formed."""
+    rows = asyncio.run(_registry_rows())
+    ours = {KeyKind.SCHEMA_REFERENCES, KeyKind.SCHEMA_REFERENCED_BY, KeyKind.SCHEMA_CONFIG}
+    ours |= {KeyKind.DEFAULT_SCHEMA_CONFIG}
+    assert ours <= {parse(key).kind for key, _ in rows}
+    snapshot = write_snapshot(tmp_path / "snapshot", rows)
+    tables = parse_tables(classify(snapshot_frame(spark, snapshot)))
+    assert audit(tables, checks_named(["unknown-key"])).collect() == []
+    assert tables.unknown.count() == 0
+    for kind in ours:
+        assert [row["valid"] for row in tables[kind].collect()] == [True] * tables[kind].count()
+
+
 def _etcdctl_entries(path: Path) -> dict[str, tuple[bytes, int]]:
     document = json.loads(path.read_text())
     return {
@@ -148,6 +186,8 @@ def test_the_danube_cluster_is_in_seed_001s_formats_only() -> None:
     entries = _etcdctl_entries(DANUBE)
     kinds = {key: parse(key).kind for key in entries}
     ours = {KeyKind.LEADER_EPOCH, KeyKind.LOCK, KeyKind.DEFAULT_COMPATIBILITY_MODE}
+    ours |= {KeyKind.SCHEMA_REFERENCES, KeyKind.SCHEMA_REFERENCED_BY, KeyKind.SCHEMA_CONFIG}
+    ours |= {KeyKind.DEFAULT_SCHEMA_CONFIG}
     assert not ours & set(kinds.values()), "nothing metaplane adds"
     assert not any(kind.legacy for kind in kinds.values())
     for key, (value, _) in entries.items():

@@ -76,6 +76,16 @@ SAMPLES: list[tuple[KeyKind, bytes]] = [
     (K.NAMESPACE_POLICY, b'{"max_message_size":4294967296}'),
     (K.STORAGE_STATE, b'{"sealed":true,"last_committed_offset":21,"broker_id":1,"timestamp":1}'),
     (K.STORAGE_STATE, b'{"sealed":"yes","last_committed_offset":21,"broker_id":1,"timestamp":1}'),
+    (K.SCHEMA_REFERENCES, b'{"1":[{"name":"common/money.proto","subject":"money","version":1}]}'),
+    (K.SCHEMA_REFERENCES, b'{"1":[{"name":"n","subject":"s","version":0}]}'),
+    (K.SCHEMA_REFERENCES, b'{"1":[{"name":"n","subject":"s"}]}'),
+    (K.SCHEMA_REFERENCES, b'{"1":{"name":"n","subject":"s","version":1}}'),
+    (K.SCHEMA_REFERENCED_BY, b'{"2":[{"subject":"orders","version":1}],"3":[]}'),
+    (K.SCHEMA_REFERENCED_BY, b'{"2":[{"subject":"orders","version":4294967296}]}'),
+    (K.SCHEMA_CONFIG, b'{"json_schema_draft":"2020-12"}'),
+    (K.SCHEMA_CONFIG, b"{}"),
+    (K.SCHEMA_CONFIG, b'{"json_schema_draft":7}'),
+    (K.SCHEMA_CONFIG, b'"draft-07"'),  # (the global config, one key, has its value type)
 ]
 
 

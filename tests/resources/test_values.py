@@ -36,8 +36,11 @@ from metaplane.resources import (
     Protobuf,
     ProtobufDefinition,
     ResourceUsage,
+    SchemaConfig,
     SchemaIdIndex,
     SchemaMetadata,
+    SchemaReferenceEntry,
+    SchemaReferrer,
     SchemaVersion,
     SealedState,
     SubscriptionMetadata,
@@ -238,6 +241,10 @@ def test_every_kind_of_seed_001_has_an_example() -> None:
         KeyKind.TOPIC_SCHEMA_SUBJECT,
         KeyKind.DEFAULT_COMPATIBILITY_MODE,
         KeyKind.LOCK,
+        KeyKind.SCHEMA_REFERENCES,
+        KeyKind.SCHEMA_REFERENCED_BY,
+        KeyKind.SCHEMA_CONFIG,
+        KeyKind.DEFAULT_SCHEMA_CONFIG,
     }
     seed_kinds = {kind for kind in KeyKind if not kind.legacy} - beyond_seed
     assert covered == seed_kinds
@@ -438,6 +445,20 @@ MORE_VALUES: list[tuple[str, KeyKind, Any]] = [
     # Danube's binding of a topic to a subject: a bare JSON string.
     ("topic schema subject", KeyKind.TOPIC_SCHEMA_SUBJECT, "product-catalog"),
     ("default compatibility mode", KeyKind.DEFAULT_COMPATIBILITY_MODE, "FullTransitive"),
+    # The registry's references and settings, as it writes them.
+    (
+        "schema references",
+        KeyKind.SCHEMA_REFERENCES,
+        {"1": [{"name": "common/money.proto", "subject": "money", "version": 2}], "3": []},
+    ),
+    (
+        "schema referenced by",
+        KeyKind.SCHEMA_REFERENCED_BY,
+        {"2": [{"subject": "orders", "version": 1}, {"subject": "refunds", "version": 4294967295}]},
+    ),
+    ("schema config", KeyKind.SCHEMA_CONFIG, {"json_schema_draft": "2020-12"}),
+    ("schema config (no setting)", KeyKind.SCHEMA_CONFIG, {}),
+    ("default schema config", KeyKind.DEFAULT_SCHEMA_CONFIG, {"json_schema_draft": "draft-07"}),
     ("unicode text", KeyKind.BROKER_STATE, {"mode": "active", "reason": 'démarrage "à chaud"\n'}),
 ]
 
@@ -517,6 +538,34 @@ def test_current_object_is_the_padded_start() -> None:
     assert encode(CurrentObject.at(U64_MAX)) == b'{"start":"18446744073709551615"}'
     with pytest.raises(InvalidNumber, match="not 20 decimal digits"):
         CurrentObject(start="30")
+
+
+@pytest.mark.parametrize(
+    ("kind", "data"),
+    [
+        (KeyKind.SCHEMA_REFERENCES, b'{"1":[{"name":"n","subject":"s","version":0}]}'),
+        (KeyKind.SCHEMA_REFERENCES, b'{"1":[{"name":"n","subject":"s"}]}'),
+        (KeyKind.SCHEMA_REFERENCES, b'{"1":{"name":"n","subject":"s","version":1}}'),
+        (KeyKind.SCHEMA_REFERENCED_BY, b'{"1":[{"subject":"s","version":4294967296}]}'),
+        (KeyKind.SCHEMA_REFERENCED_BY, b'[{"subject":"s","version":1}]'),
+        (KeyKind.SCHEMA_CONFIG, b'{"json_schema_draft":7}'),
+        (KeyKind.DEFAULT_SCHEMA_CONFIG, b'"draft-07"'),
+    ],
+)
+def test_the_registry_s_own_values_are_refused_malformed(kind: KeyKind, data: bytes) -> None:
+    with pytest.raises(MalformedValue, match=str(kind)):
+        decode(kind, data)
+
+
+def test_the_registry_s_own_values_decode_to_their_types() -> None:
+    data = b'{"1":[{"name":"n","subject":"s","version":2}]}'
+    references = decode(KeyKind.SCHEMA_REFERENCES, data)
+    assert references == {"1": [SchemaReferenceEntry(name="n", subject="s", version=2)]}
+    referrers = decode(KeyKind.SCHEMA_REFERENCED_BY, b'{"2":[{"subject":"o","version":1}]}')
+    assert referrers == {"2": [SchemaReferrer(subject="o", version=1)]}
+    assert decode(KeyKind.DEFAULT_SCHEMA_CONFIG, b"{}") == SchemaConfig()
+    assert encode(SchemaConfig()) == b"{}"
+    assert encode(SchemaConfig(json_schema_draft="2020-12")) == b'{"json_schema_draft":"2020-12"}'
 
 
 def test_values_are_immutable() -> None:

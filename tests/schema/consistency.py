@@ -1,8 +1,8 @@
 """What the registry's keys must say together, read from the store at one revision: each
 subject's metadata equals its version keys, ids and the id index agree, the counter is ahead of
 every id, topic bindings agree with the subjects' `topics_using`, every reference names an
-existing version that lists it among its referrers (and the other way round), and no other key
-lives under /schemas."""
+existing version that lists it among its referrers (and the other way round), and no key under
+/schemas is outside the layout's table."""
 
 from __future__ import annotations
 
@@ -10,9 +10,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from metaplane import layout
-from metaplane.layout import KeyKind, LayoutError
-from metaplane.resources import SchemaIdIndex, SchemaMetadata, SchemaVersion, decode
-from metaplane.schema import _keys as schema_keys
+from metaplane.layout import KeyKind
+from metaplane.resources import (
+    SchemaConfig,
+    SchemaIdIndex,
+    SchemaMetadata,
+    SchemaReferencedBy,
+    SchemaReferences,
+    SchemaVersion,
+    decode,
+)
 from metaplane.store import MetadataStore
 
 
@@ -25,11 +32,9 @@ class RegistryKeys:
     index: dict[int, SchemaIdIndex] = field(default_factory=dict)
     counter: int | None = None
     bindings: dict[str, str] = field(default_factory=dict)
-    references: dict[str, schema_keys.References] = field(default_factory=dict)
-    referenced_by: dict[str, schema_keys.ReferencedBy] = field(default_factory=dict)
-    configs: dict[str, schema_keys.RegistryConfig] = field(
-        default_factory=dict
-    )  # "" is the global one
+    references: dict[str, SchemaReferences] = field(default_factory=dict)
+    referenced_by: dict[str, SchemaReferencedBy] = field(default_factory=dict)
+    configs: dict[str, SchemaConfig] = field(default_factory=dict)  # "" is the global one
 
 
 async def read_registry(store: MetadataStore) -> RegistryKeys:
@@ -37,11 +42,7 @@ async def read_registry(store: MetadataStore) -> RegistryKeys:
     schemas = await store.list(layout.schemas_prefix())
     topics = await store.list(layout.topics_prefix(), revision=schemas.revision)
     for entry in [*schemas, *topics]:
-        try:
-            parsed = layout.parse(entry.key)
-        except LayoutError:
-            _registry_key(keys, entry.key, entry.value)
-            continue
+        parsed = layout.parse(entry.key)  # a stray key, outside the layout: LayoutError
         if parsed.kind is KeyKind.SCHEMA_METADATA and parsed.subject:
             keys.metadata[parsed.subject] = decode(SchemaMetadata, entry.value)
         elif parsed.kind is KeyKind.SCHEMA_VERSION and parsed.subject and parsed.version:
@@ -52,27 +53,15 @@ async def read_registry(store: MetadataStore) -> RegistryKeys:
             keys.counter = decode(int, entry.value)
         elif parsed.kind is KeyKind.TOPIC_SCHEMA_SUBJECT and parsed.topic_name:
             keys.bindings[parsed.topic_name.path] = decode(str, entry.value)
+        elif parsed.kind is KeyKind.SCHEMA_REFERENCES and parsed.subject:
+            keys.references[parsed.subject] = decode(SchemaReferences, entry.value)
+        elif parsed.kind is KeyKind.SCHEMA_REFERENCED_BY and parsed.subject:
+            keys.referenced_by[parsed.subject] = decode(SchemaReferencedBy, entry.value)
+        elif parsed.kind is KeyKind.SCHEMA_CONFIG and parsed.subject:
+            keys.configs[parsed.subject] = decode(SchemaConfig, entry.value)
+        elif parsed.kind is KeyKind.DEFAULT_SCHEMA_CONFIG:
+            keys.configs[""] = decode(SchemaConfig, entry.value)
     return keys
-
-
-def _registry_key(found: RegistryKeys, key: str, value: bytes) -> None:
-    """One of the registry's keys beside seed 001's (schema._keys); anything else is a stray."""
-    if key == schema_keys.global_config():
-        found.configs[""] = decode(schema_keys.RegistryConfig, value)
-        return
-    subject, _, leaf = key.removeprefix(layout.schemas_prefix() + "/").partition("/")
-    assert leaf in (schema_keys.REFERENCES, schema_keys.REFERENCED_BY, schema_keys.CONFIG), (
-        f"stray key {key}"
-    )
-    if leaf == schema_keys.REFERENCES:
-        assert key == schema_keys.references(subject)
-        found.references[subject] = decode(schema_keys.References, value)
-    elif leaf == schema_keys.REFERENCED_BY:
-        assert key == schema_keys.referenced_by(subject)
-        found.referenced_by[subject] = decode(schema_keys.ReferencedBy, value)
-    else:
-        assert key == schema_keys.subject_config(subject)
-        found.configs[subject] = decode(schema_keys.RegistryConfig, value)
 
 
 async def assert_consistent(store: MetadataStore) -> RegistryKeys:

@@ -8,6 +8,7 @@ from collections.abc import Awaitable
 
 import pytest
 
+from metaplane import layout
 from metaplane.schema import (
     CompatibilityMode,
     IncompatibleSchema,
@@ -18,7 +19,6 @@ from metaplane.schema import (
     check,
     parse_schema,
 )
-from metaplane.schema import _keys as schema_keys
 from metaplane.schema._jsonschema import JsonSchemaModel
 from metaplane.store import MetadataStore
 from tests.schema.consistency import assert_consistent
@@ -108,7 +108,7 @@ async def test_a_subject_set_to_2020_12_reads_its_documents_so(
 ) -> None:
     # Set before the subject's first version: kept, and used from the first registration.
     revision = await registry.set_json_schema_draft("2020-12", subject="prefixed")
-    entry = await store.get(schema_keys.subject_config("prefixed"))
+    entry = await store.get(layout.schema_config("prefixed"))
     assert entry is not None and entry.mod_revision == revision
     assert json.loads(entry.value) == {"json_schema_draft": "2020-12"}
     await registry.register("prefixed", "json", PREFIXED)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from metaplane import layout
+from metaplane.resources import SchemaReferenceEntry
 from metaplane.schema import (
     IncompatibleSchema,
     InvalidReference,
@@ -24,7 +25,6 @@ from metaplane.schema import (
     parse_reference,
     parse_schema,
 )
-from metaplane.schema import _keys as schema_keys
 from metaplane.store import MetadataStore
 from tests.schema.consistency import assert_consistent
 
@@ -84,17 +84,17 @@ async def test_a_protobuf_import_resolves_through_a_reference_in_one_transaction
         done.revision,
         layout.schema_version("orders", 1),
         layout.schema_metadata("orders"),
-        schema_keys.references("orders"),
-        schema_keys.referenced_by("money"),
+        layout.schema_references("orders"),
+        layout.schema_referenced_by("money"),
     )
     keys = await assert_consistent(store)
     assert keys.references["orders"] == {
-        "1": [schema_keys.ReferenceEntry(name="common/money.proto", subject="money", version=1)]
+        "1": [SchemaReferenceEntry(name="common/money.proto", subject="money", version=1)]
     }
     assert await registry.referenced_by("money", 1) == [("orders", 1)]
     found = await registry.get("orders")
     assert found.references == done.references and found.schema.message_name == "shop.Order"
-    entry = await store.get(schema_keys.references("orders"))
+    entry = await store.get(layout.schema_references("orders"))
     assert entry is not None and json.loads(entry.value) == {
         "1": [{"name": "common/money.proto", "subject": "money", "version": 1}]
     }
@@ -299,7 +299,7 @@ async def test_deleting_a_referrer_version_releases_only_its_own_references(
     await registry.register("orders", "Protobuf", added, references=[MONEY_REF])
     revision = await registry.delete_version("orders", 1)
     await written_at(
-        store, revision, schema_keys.references("orders"), schema_keys.referenced_by("money")
+        store, revision, layout.schema_references("orders"), layout.schema_referenced_by("money")
     )
     assert await registry.referenced_by("money", 1) == [("orders", 2)]
     keys = await assert_consistent(store)

@@ -249,13 +249,38 @@ def schema_by_id(schema_id: int) -> str:
     return render(KeyKind.SCHEMA_BY_ID, schema_id=schema_id)
 
 
+@_remembered
+def schema_references(subject: str) -> str:
+    """`/schemas/{subject}/references`: the references of each of the subject's versions
+    that has some (ours)."""
+    return render(KeyKind.SCHEMA_REFERENCES, subject=subject)
+
+
+@_remembered
+def schema_referenced_by(subject: str) -> str:
+    """`/schemas/{subject}/referenced_by`: the versions of other subjects that reference each
+    of the subject's versions (ours)."""
+    return render(KeyKind.SCHEMA_REFERENCED_BY, subject=subject)
+
+
+@_remembered
+def schema_config(subject: str) -> str:
+    """`/schemas/{subject}/config`: the subject's settings (its JSON Schema draft; ours)."""
+    return render(KeyKind.SCHEMA_CONFIG, subject=subject)
+
+
+def default_schema_config() -> str:
+    """`/schemas/_global/config`: the settings a new subject starts with (ours)."""
+    return render(KeyKind.DEFAULT_SCHEMA_CONFIG)
+
+
 def schemas_prefix() -> str:
     """`/schemas`: the whole registry (subjects, counter, index)."""
     return render_prefix(KeyKind.SCHEMA_METADATA, 2)
 
 
 def subject_prefix(subject: str) -> str:
-    """`/schemas/{subject}`: the subject's metadata and versions."""
+    """`/schemas/{subject}`: the subject's metadata, versions, references and settings."""
     return render_prefix(KeyKind.SCHEMA_METADATA, 1, subject=subject)
 
 

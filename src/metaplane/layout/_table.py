@@ -27,7 +27,8 @@ FieldValue = str | int
 
 class KeyKind(StrEnum):
     """Every kind of key of the layout: seed 001, Danube's topic-to-subject binding, ours
-    (the leader epoch, the registry's default compatibility mode), and Danube's legacy keys."""
+    (the leader epoch, locks, the registry's default compatibility mode, its references and
+    settings), and Danube's legacy keys."""
 
     CLUSTER_NAME = "cluster_name"
     BROKER_REGISTRATION = "broker_registration"
@@ -51,6 +52,10 @@ class KeyKind(StrEnum):
     SCHEMA_METADATA = "schema_metadata"
     SCHEMA_VERSION = "schema_version"
     SCHEMA_BY_ID = "schema_by_id"
+    SCHEMA_REFERENCES = "schema_references"
+    SCHEMA_REFERENCED_BY = "schema_referenced_by"
+    SCHEMA_CONFIG = "schema_config"
+    DEFAULT_SCHEMA_CONFIG = "default_schema_config"
     STORAGE_OBJECT = "storage_object"
     STORAGE_CUR = "storage_cur"
     STORAGE_STATE = "storage_state"
@@ -92,6 +97,10 @@ _PATHS: Mapping[KeyKind, str] = {
     KeyKind.SCHEMA_METADATA: "/schemas/{subject}/metadata",
     KeyKind.SCHEMA_VERSION: "/schemas/{subject}/versions/{version}",
     KeyKind.SCHEMA_BY_ID: "/schemas/_index/by_id/{schema_id}",
+    KeyKind.SCHEMA_REFERENCES: "/schemas/{subject}/references",
+    KeyKind.SCHEMA_REFERENCED_BY: "/schemas/{subject}/referenced_by",
+    KeyKind.SCHEMA_CONFIG: "/schemas/{subject}/config",
+    KeyKind.DEFAULT_SCHEMA_CONFIG: "/schemas/_global/config",
     KeyKind.STORAGE_OBJECT: f"{_STORAGE}/objects/{{offset}}",
     KeyKind.STORAGE_CUR: f"{_STORAGE}/objects/cur",
     KeyKind.STORAGE_STATE: f"{_STORAGE}/state",

@@ -304,6 +304,44 @@ class SchemaIdIndex(Struct, frozen=True, kw_only=True):
     subject: str
 
 
+# The registry's own keys beside seed 001's: one of each a subject, whatever its number of
+# versions; a version is a map key as its canonical decimal ("3").
+
+
+class SchemaReferenceEntry(Struct, frozen=True, kw_only=True):
+    """One reference of a version, as Confluent's API spells it: the `name` the document uses
+    for it, and the version of another subject it stands for."""
+
+    name: str
+    subject: str
+    version: Version
+
+
+class SchemaReferrer(Struct, frozen=True, kw_only=True):
+    """A version of another subject that references a version of this one."""
+
+    subject: str
+    version: Version
+
+
+SchemaReferences = dict[str, list[SchemaReferenceEntry]]
+"""`/schemas/{subject}/references`: {"<version>": [reference, …]}, for each version of the
+subject that has references (ours)."""
+
+SchemaReferencedBy = dict[str, list[SchemaReferrer]]
+"""`/schemas/{subject}/referenced_by`: {"<version>": [referrer, …]}, for each version of the
+subject that other versions reference (ours)."""
+
+
+class SchemaConfig(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """`/schemas/{subject}/config`: a subject's settings; `/schemas/_global/config`: those a
+    subject created from now on starts with (ours). `json_schema_draft` is the draft a JSON
+    Schema document without `$schema` is read as ("draft-07", "2020-12", …); absent: the
+    registry's default."""
+
+    json_schema_draft: str | None = None
+
+
 # Tiered storage -----------------------------------------------------------------------------
 
 
@@ -395,6 +433,10 @@ VALUE_TYPES: Mapping[KeyKind, Any] = MappingProxyType(
         KeyKind.SCHEMA_METADATA: SchemaMetadata,
         KeyKind.SCHEMA_VERSION: SchemaVersion,
         KeyKind.SCHEMA_BY_ID: SchemaIdIndex,
+        KeyKind.SCHEMA_REFERENCES: SchemaReferences,
+        KeyKind.SCHEMA_REFERENCED_BY: SchemaReferencedBy,
+        KeyKind.SCHEMA_CONFIG: SchemaConfig,
+        KeyKind.DEFAULT_SCHEMA_CONFIG: SchemaConfig,
         KeyKind.STORAGE_OBJECT: ObjectDescriptor,
         KeyKind.STORAGE_CUR: CurrentObject,
         KeyKind.STORAGE_STATE: SealedState,

@@ -1,6 +1,6 @@
 """Schema references in the store: reading what a version references (its own references'
 included, to any depth) from a snapshot, and naming the keys a snapshot still lacks, so that a
-write loop reads them and decides again; and the bookkeeping of `referenced_by`.
+write reads them and decides again; and the bookkeeping of `referenced_by`.
 """
 
 from __future__ import annotations
@@ -10,11 +10,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from metaplane import layout
-from metaplane.resources import SchemaVersion
-from metaplane.schema import _keys as keys
+from metaplane.resources import (
+    SchemaConfig,
+    SchemaReferencedBy,
+    SchemaReferenceEntry,
+    SchemaReferences,
+    SchemaReferrer,
+    SchemaVersion,
+)
 from metaplane.schema._definition import schema_of
 from metaplane.schema._errors import InvalidReference, InvalidSchema, ReferenceNotFound
-from metaplane.schema._keys import ReferencedBy, ReferenceEntry, References, Referrer
 from metaplane.schema._model import Dependency, Schema, SchemaReference
 from metaplane.schema._transact import Snapshot
 
@@ -69,8 +74,17 @@ def _check(subject: str, reference: SchemaReference) -> None:
     layout.schema_version(reference.subject, reference.version)  # the names' own rules
 
 
-def entries(references: Sequence[SchemaReference]) -> list[ReferenceEntry]:
-    return [ReferenceEntry(name=r.name, subject=r.subject, version=r.version) for r in references]
+def version_field(version: int) -> str:
+    """A version as the key of a map value (`references`, `referenced_by`): its canonical
+    decimal, checked by the layout (InvalidNumber outside 1 … 2^32 - 1)."""
+    layout.schema_version("_", version)
+    return str(version)
+
+
+def entries(references: Sequence[SchemaReference]) -> list[SchemaReferenceEntry]:
+    return [
+        SchemaReferenceEntry(name=r.name, subject=r.subject, version=r.version) for r in references
+    ]
 
 
 @dataclass
@@ -83,19 +97,19 @@ class Dependencies:
     def draft_of(self, subject: str) -> str | None:
         """The JSON Schema draft the subject's undeclared documents are read as (None: the
         registry's default)."""
-        key = keys.subject_config(subject)
+        key = layout.schema_config(subject)
         if not self.snapshot.has_read(key):
             self.missing.add(key)
             return None
-        config = self.snapshot.value(key, keys.RegistryConfig)
+        config = self.snapshot.value(key, SchemaConfig)
         return None if config is None else config.json_schema_draft
 
-    def references_map(self, subject: str) -> References | None:
-        key = keys.references(subject)
+    def references_map(self, subject: str) -> SchemaReferences | None:
+        key = layout.schema_references(subject)
         if not self.snapshot.has_read(key):
             self.missing.add(key)
             return None
-        return self.snapshot.value(key, References) or {}
+        return self.snapshot.value(key, SchemaReferences) or {}
 
     def references_of(self, subject: str, version: int) -> tuple[SchemaReference, ...] | None:
         """The references version `version` of `subject` was registered with."""
@@ -149,19 +163,21 @@ def stored_schema(
         raise InvalidSchema(error.schema_type, stored) from error
 
 
-def with_referrer(found: ReferencedBy | None, version: int, referrer: Referrer) -> ReferencedBy:
+def with_referrer(
+    found: SchemaReferencedBy | None, version: int, referrer: SchemaReferrer
+) -> SchemaReferencedBy:
     updated = {number: list(referrers) for number, referrers in (found or {}).items()}
-    listed = updated.setdefault(keys.version_field(version), [])
+    listed = updated.setdefault(version_field(version), [])
     if referrer not in listed:
         listed.append(referrer)
     return updated
 
 
 def without_referrers(
-    found: ReferencedBy | None, subject: str, version: int | None
-) -> ReferencedBy:
+    found: SchemaReferencedBy | None, subject: str, version: int | None
+) -> SchemaReferencedBy:
     """`found` without the entries of `subject` (of one version of it, or of all)."""
-    updated: ReferencedBy = {}
+    updated: SchemaReferencedBy = {}
     for number, referrers in (found or {}).items():
         kept = [
             r
@@ -173,5 +189,5 @@ def without_referrers(
     return updated
 
 
-def describe(referrers: Iterable[Referrer]) -> list[str]:
+def describe(referrers: Iterable[SchemaReferrer]) -> list[str]:
     return [f"{referrer.subject} version {referrer.version}" for referrer in referrers]

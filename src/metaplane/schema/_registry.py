@@ -20,13 +20,16 @@ from metaplane.resources import (
     ChangedSinceRead,
     CompatibilityMode,
     Condition,
+    SchemaConfig,
     SchemaIdIndex,
     SchemaMetadata,
+    SchemaReferencedBy,
+    SchemaReferences,
+    SchemaReferrer,
     SchemaVersion,
     Write,
     encode,
 )
-from metaplane.schema import _keys as keys
 from metaplane.schema._compat import check
 from metaplane.schema._definition import (
     definition_of,
@@ -51,7 +54,6 @@ from metaplane.schema._errors import (
 )
 from metaplane.schema._json_node import Draft
 from metaplane.schema._jsonschema import parse_draft
-from metaplane.schema._keys import ReferencedBy, References, Referrer, RegistryConfig
 from metaplane.schema._model import (
     CompatibilityResult,
     Dependency,
@@ -67,6 +69,7 @@ from metaplane.schema._references import (
     describe,
     entries,
     stored_schema,
+    version_field,
     with_referrer,
     without_referrers,
 )
@@ -268,9 +271,9 @@ class SchemaRegistry:
             metadata_key,
             layout.next_schema_id(),
             layout.default_compatibility_mode(),
-            keys.global_config(),
-            keys.subject_config(subject),
-            keys.references(subject),
+            layout.default_schema_config(),
+            layout.schema_config(subject),
+            layout.schema_references(subject),
         )
         plan = partial(self._plan_registration, subject, candidate)
         return await self._writes.run(f"register {subject}", read, plan)
@@ -319,7 +322,7 @@ class SchemaRegistry:
         return Commit(
             _change(
                 [
-                    *snapshot.unchanged(metadata_key, keys.subject_config(subject), version_key),
+                    *snapshot.unchanged(metadata_key, layout.schema_config(subject), version_key),
                     *conditions,
                 ],
                 _fitting(
@@ -369,8 +372,8 @@ class SchemaRegistry:
             new.index,
             new.counter,
             new.default_mode,
-            keys.global_config(),
-            keys.subject_config(subject),
+            layout.default_schema_config(),
+            layout.schema_config(subject),
         )
         return Commit(
             _change(
@@ -430,7 +433,7 @@ class SchemaRegistry:
             assert resolved is not None and previous is not None
             return Done(check(candidate.schema(resolved, draft), previous, chosen))
 
-        read = [metadata_key, keys.subject_config(subject), keys.references(subject)]
+        read = [metadata_key, layout.schema_config(subject), layout.schema_references(subject)]
         return await self._writes.view(f"check against {subject}", read, plan)
 
     async def mode(self, subject: str) -> CompatibilityMode:
@@ -480,13 +483,15 @@ class SchemaRegistry:
         """The draft a JSON Schema document without `$schema` is read as: in `subject` (its
         setting; for a subject not created yet, the global one), or in subjects created from
         now on (None)."""
-        config_key = keys.global_config() if subject is None else keys.subject_config(subject)
-        read = [config_key, keys.global_config()]
+        config_key = (
+            layout.default_schema_config() if subject is None else layout.schema_config(subject)
+        )
+        read = [config_key, layout.default_schema_config()]
         if subject is not None:
             read.append(layout.schema_metadata(subject))
         snapshot = await self._read(*dict.fromkeys(read))
         if subject is None:
-            found = _config_draft(snapshot, keys.global_config())
+            found = _config_draft(snapshot, layout.default_schema_config())
         else:
             exists = snapshot.exists(layout.schema_metadata(subject))
             found = _subject_draft(snapshot, subject, new=not exists)
@@ -500,7 +505,7 @@ class SchemaRegistry:
         chosen = _draft_of(draft).label
         if subject is None:
             return await self._set_global_draft(chosen)
-        config_key = keys.subject_config(subject)
+        config_key = layout.schema_config(subject)
         metadata_key = layout.schema_metadata(subject)
 
         def plan(snapshot: Snapshot) -> Decision[int]:
@@ -512,25 +517,25 @@ class SchemaRegistry:
                 _previous(metadata, CompatibilityMode.FULL_TRANSITIVE, reading, chosen)
                 if reading.missing:
                     return Read(sorted(reading.missing))
-            config = _with_draft(snapshot.value(config_key, RegistryConfig), chosen)
+            config = _with_draft(snapshot.value(config_key, SchemaConfig), chosen)
             return Commit(
                 _change(
-                    snapshot.unchanged(config_key, metadata_key, keys.references(subject)),
+                    snapshot.unchanged(config_key, metadata_key, layout.schema_references(subject)),
                     [Put(config_key, encode(config))],
                 ),
                 _revision,
             )
 
-        read = [config_key, metadata_key, keys.references(subject)]
+        read = [config_key, metadata_key, layout.schema_references(subject)]
         return await self._writes.run(f"set the JSON Schema draft of {subject}", read, plan)
 
     async def _set_global_draft(self, chosen: str) -> int:
-        key = keys.global_config()
+        key = layout.default_schema_config()
 
         def plan(snapshot: Snapshot) -> Decision[int]:
             if _config_draft(snapshot, key) == chosen:
                 return Done(snapshot.mod_revision(key))
-            config = _with_draft(snapshot.value(key, RegistryConfig), chosen)
+            config = _with_draft(snapshot.value(key, SchemaConfig), chosen)
             return Commit(_change(snapshot.unchanged(key), [Put(key, encode(config))]), _revision)
 
         return await self._writes.run("set the global JSON Schema draft", [key], plan)
@@ -591,7 +596,7 @@ class SchemaRegistry:
             return Commit(
                 _change(
                     [
-                        *snapshot.unchanged(metadata_key, keys.referenced_by(subject)),
+                        *snapshot.unchanged(metadata_key, layout.schema_referenced_by(subject)),
                         *conditions,
                     ],
                     [
@@ -603,7 +608,11 @@ class SchemaRegistry:
                 _revision,
             )
 
-        read = [metadata_key, keys.references(subject), keys.referenced_by(subject)]
+        read = [
+            metadata_key,
+            layout.schema_references(subject),
+            layout.schema_referenced_by(subject),
+        ]
         return await self._writes.run(f"delete {subject} v{version}", read, plan)
 
     async def delete_subject(self, subject: str) -> int:
@@ -616,7 +625,11 @@ class SchemaRegistry:
         def plan(snapshot: Snapshot) -> Decision[int]:
             return _subject_deletion(snapshot, _metadata(snapshot, subject))
 
-        read = [metadata_key, keys.references(subject), keys.referenced_by(subject)]
+        read = [
+            metadata_key,
+            layout.schema_references(subject),
+            layout.schema_referenced_by(subject),
+        ]
         return await self._writes.run(f"delete {subject}", read, plan)
 
     # -- topics --------------------------------------------------------------------------
@@ -668,7 +681,7 @@ class SchemaRegistry:
             found = SubjectVersion(subject, metadata.id, stored, references, dependencies, draft)
             return Done(found)
 
-        read = [metadata_key, keys.subject_config(subject), keys.references(subject)]
+        read = [metadata_key, layout.schema_config(subject), layout.schema_references(subject)]
         if version_key is not None:
             read.append(version_key)
         return await self._writes.view(f"read {subject}", read, plan)
@@ -694,9 +707,9 @@ class SchemaRegistry:
 
     async def referenced_by(self, subject: str, version: int) -> list[tuple[str, int]]:
         """The (subject, version) pairs whose versions reference this version directly."""
-        key = keys.referenced_by(subject)
-        found = (await self._read(key)).value(key, ReferencedBy) or {}
-        return [(r.subject, r.version) for r in found.get(keys.version_field(version), [])]
+        key = layout.schema_referenced_by(subject)
+        found = (await self._read(key)).value(key, SchemaReferencedBy) or {}
+        return [(r.subject, r.version) for r in found.get(version_field(version), [])]
 
     async def describe(self, subject: str) -> SchemaMetadata:
         """The subject's metadata: its id, mode, versions and the topics bound to it."""
@@ -928,7 +941,7 @@ def _subject_deletion(snapshot: Snapshot, metadata: SchemaMetadata) -> Decision[
     metadata_key = layout.schema_metadata(subject)
     return Commit(
         _change(
-            [*snapshot.unchanged(metadata_key, keys.referenced_by(subject)), *conditions],
+            [*snapshot.unchanged(metadata_key, layout.schema_referenced_by(subject)), *conditions],
             [
                 DeletePrefix(layout.subject_prefix(subject)),
                 Delete(layout.schema_by_id(metadata.id)),
@@ -943,7 +956,7 @@ def _subject_deletion(snapshot: Snapshot, metadata: SchemaMetadata) -> Decision[
 
 
 def _require_unreferenced(snapshot: Snapshot, subject: str, versions: Iterable[int]) -> None:
-    found = snapshot.value(keys.referenced_by(subject), ReferencedBy) or {}
+    found = snapshot.value(layout.schema_referenced_by(subject), SchemaReferencedBy) or {}
     for version in versions:
         referrers = found.get(str(version), [])
         if referrers:
@@ -957,23 +970,25 @@ def _reference_writes(
     in each referenced subject's `referenced_by`, and the conditions that the referenced
     versions are still there (else ReferenceNotFound) and no one changed those keys
     meanwhile."""
-    references_key = keys.references(subject)
+    references_key = layout.schema_references(subject)
     conditions = snapshot.unchanged(references_key)
     if not schema.references:
         return conditions, []
     targets = sorted({reference.subject for reference in schema.references})
     missing = [
-        keys.referenced_by(t) for t in targets if not snapshot.has_read(keys.referenced_by(t))
+        layout.schema_referenced_by(t)
+        for t in targets
+        if not snapshot.has_read(layout.schema_referenced_by(t))
     ]
     if missing:
         return Read(missing)
-    listed: References = dict(snapshot.value(references_key, References) or {})
-    listed[keys.version_field(number)] = entries(schema.references)
+    listed: SchemaReferences = dict(snapshot.value(references_key, SchemaReferences) or {})
+    listed[version_field(number)] = entries(schema.references)
     operations = [Put(references_key, encode(listed))]
-    referrer = Referrer(subject=subject, version=number)
+    referrer = SchemaReferrer(subject=subject, version=number)
     for target in targets:
-        key = keys.referenced_by(target)
-        found: ReferencedBy | None = snapshot.value(key, ReferencedBy)
+        key = layout.schema_referenced_by(target)
+        found: SchemaReferencedBy | None = snapshot.value(key, SchemaReferencedBy)
         for reference in schema.references:
             if reference.subject == target:
                 found = with_referrer(found, reference.version, referrer)
@@ -993,8 +1008,8 @@ def _released_references(
 ) -> tuple[list[Condition], list[Put | Delete]] | Read:
     """For versions being deleted (None: all): their entries gone from the subject's
     `references` and from the `referenced_by` of every subject they referenced."""
-    references_key = keys.references(subject)
-    listed: References = dict(snapshot.value(references_key, References) or {})
+    references_key = layout.schema_references(subject)
+    listed: SchemaReferences = dict(snapshot.value(references_key, SchemaReferences) or {})
     chosen = list(listed) if versions is None else [str(v) for v in versions]
     gone = [(int(number), entry) for number in chosen for entry in listed.get(number, [])]
     conditions = snapshot.unchanged(references_key)
@@ -1002,7 +1017,9 @@ def _released_references(
         return conditions, []
     targets = sorted({entry.subject for _, entry in gone})
     missing = [
-        keys.referenced_by(t) for t in targets if not snapshot.has_read(keys.referenced_by(t))
+        layout.schema_referenced_by(t)
+        for t in targets
+        if not snapshot.has_read(layout.schema_referenced_by(t))
     ]
     if missing:
         return Read(missing)
@@ -1012,8 +1029,8 @@ def _released_references(
     if versions is not None:
         operations.append(Put(references_key, encode(listed)) if listed else Delete(references_key))
     for target in targets:
-        key = keys.referenced_by(target)
-        found = snapshot.value(key, ReferencedBy)
+        key = layout.schema_referenced_by(target)
+        found = snapshot.value(key, SchemaReferencedBy)
         for referrer_version, entry in gone:
             if entry.subject == target:
                 found = without_referrers(found, subject, referrer_version)
@@ -1026,31 +1043,31 @@ def _released_references(
 
 
 def _config_draft(snapshot: Snapshot, key: str) -> str | None:
-    config = snapshot.value(key, RegistryConfig)
+    config = snapshot.value(key, SchemaConfig)
     return None if config is None else config.json_schema_draft
 
 
 def _subject_draft(snapshot: Snapshot, subject: str, *, new: bool) -> str | None:
     """The draft a subject reads undeclared documents as: its own setting; for a subject
     being created, the global one; else None (the registry's default, draft-07)."""
-    found = _config_draft(snapshot, keys.subject_config(subject))
+    found = _config_draft(snapshot, layout.schema_config(subject))
     if found is None and new:
-        found = _config_draft(snapshot, keys.global_config())
+        found = _config_draft(snapshot, layout.default_schema_config())
     return found
 
 
 def _inherited_config(subject: str, snapshot: Snapshot) -> list[Put]:
     """A new subject keeps the global draft it was created under, whatever comes later."""
-    subject_key = keys.subject_config(subject)
-    inherited = _config_draft(snapshot, keys.global_config())
+    subject_key = layout.schema_config(subject)
+    inherited = _config_draft(snapshot, layout.default_schema_config())
     if inherited is None or _config_draft(snapshot, subject_key) is not None:
         return []
-    config = _with_draft(snapshot.value(subject_key, RegistryConfig), inherited)
+    config = _with_draft(snapshot.value(subject_key, SchemaConfig), inherited)
     return [Put(subject_key, encode(config))]
 
 
-def _with_draft(config: RegistryConfig | None, draft: str) -> RegistryConfig:
-    current = config or RegistryConfig()
+def _with_draft(config: SchemaConfig | None, draft: str) -> SchemaConfig:
+    current = config or SchemaConfig()
     return msgspec.structs.replace(current, json_schema_draft=draft)
 
 
