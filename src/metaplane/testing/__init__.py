@@ -10,7 +10,12 @@ from metaplane.testing.etcd import (
     etcd_binary,
 )
 from metaplane.testing.faults import Fault, FaultyStore, deletes, writes
-from metaplane.testing.zookeeper import ZooKeeperNotInstalled, ZooKeeperServer
+from metaplane.testing.zookeeper import (
+    ZooKeeperEnsemble,
+    ZooKeeperMember,
+    ZooKeeperNotInstalled,
+    ZooKeeperServer,
+)
 
 __all__ = [
     "EtcdCluster",
@@ -20,6 +25,8 @@ __all__ = [
     "FaultyStore",
     "ServerProcess",
     "TlsFiles",
+    "ZooKeeperEnsemble",
+    "ZooKeeperMember",
     "ZooKeeperNotInstalled",
     "ZooKeeperServer",
     "deletes",
