@@ -5,7 +5,12 @@
 
 Backends: `memory://`, `sqlite:///path`, `etcd://h1:2379,h2:2379`. See DESIGN.md for the
 contract; every backend passes the one conformance suite in tests/store/.
+Importing this package loads the contract only: a backend's module (and grpc, aetcd, kazoo)
+loads when `open_store` is asked for its scheme, or when its class is first named here.
 """
+
+import importlib as _importlib
+import typing as _typing
 
 from metaplane.store._base import SCAN_PAGE, MetadataStore, PrefixWatch, Scan, Watch
 from metaplane.store._errors import (
@@ -27,7 +32,6 @@ from metaplane.store._errors import (
     Unavailable,
     ValueTooLarge,
 )
-from metaplane.store._etcd import EtcdOptions, EtcdStore
 from metaplane.store._keys import (
     MAX_KEY_BYTES,
     MAX_VALUE_BYTES,
@@ -36,7 +40,6 @@ from metaplane.store._keys import (
     in_prefix,
 )
 from metaplane.store._lease import KeepAliveState, LeaseKeeper
-from metaplane.store._memory import MemoryStore
 from metaplane.store._model import (
     ABSENT,
     ANY,
@@ -59,8 +62,34 @@ from metaplane.store._model import (
     WatchBatch,
     WatchEvent,
 )
-from metaplane.store._sqlite import SqliteStore
 from metaplane.store._url import connect_store, open_store
+
+if _typing.TYPE_CHECKING:
+    from metaplane.store._etcd import EtcdOptions, EtcdStore
+    from metaplane.store._memory import MemoryStore
+    from metaplane.store._sqlite import SqliteStore
+
+_BACKENDS = {
+    "EtcdOptions": "metaplane.store._etcd",
+    "EtcdStore": "metaplane.store._etcd",
+    "MemoryStore": "metaplane.store._memory",
+    "SqliteStore": "metaplane.store._sqlite",
+}
+"""The backends' classes, each loaded with its module when first named."""
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _BACKENDS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_BACKENDS))
+
 
 __all__ = [
     "ABSENT",

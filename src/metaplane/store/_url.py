@@ -4,6 +4,9 @@ memory://
 sqlite:///path/to/file.db[?synchronous=full|normal&history=N&history_age=SECONDS]
 etcd://[user:password@]host:port[,host:port…][?ca=FILE&cert=FILE&key=FILE&tls=1&timeout=S]
 etcds://…  (etcd over TLS with the system's CA certificates unless ca= is given)
+
+A backend's module is imported here only when its scheme is asked for: importing the contract
+loads no backend (nor grpc, aetcd or sqlite3).
 """
 
 from __future__ import annotations
@@ -11,14 +14,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote
 
 from metaplane.store._base import MetadataStore
 from metaplane.store._errors import InvalidRequest, InvalidStoreURL
-from metaplane.store._etcd import EtcdOptions, EtcdStore
-from metaplane.store._memory import MemoryStore
-from metaplane.store._sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from metaplane.store._etcd import EtcdOptions
 
 SCHEMES = ("memory", "sqlite", "etcd", "etcds")
 
@@ -32,10 +35,16 @@ async def connect_store(url: str) -> MetadataStore:
     params = _params(url, query)
     if scheme == "memory":
         _no_more(url, params)
+        from metaplane.store._memory import MemoryStore
+
         return MemoryStore()
     if scheme == "sqlite":
+        from metaplane.store._sqlite import SqliteStore
+
         return await SqliteStore.open(_sqlite_path(url, location), **_sqlite_options(url, params))
     if scheme in ("etcd", "etcds"):
+        from metaplane.store._etcd import EtcdStore
+
         return await EtcdStore.connect(_etcd_options(url, scheme, location, params))
     if scheme in ("zk", "zookeeper"):
         raise InvalidStoreURL(f"{url!r}: the ZooKeeper backend is not part of this version")
@@ -99,6 +108,8 @@ def _sqlite_options(url: str, params: dict[str, str]) -> dict[str, Any]:
 
 
 def _etcd_options(url: str, scheme: str, location: str, params: dict[str, str]) -> EtcdOptions:
+    from metaplane.store._etcd import EtcdOptions
+
     user = password = None
     if "@" in location:
         userinfo, _, location = location.rpartition("@")
