@@ -106,6 +106,7 @@ async def lopsided(store: MetadataStore) -> AsyncIterator[tuple[list[Node], list
 
 
 @pytest.mark.backends("sqlite", "etcd", reason="a live cluster on a shared store")
+@pytest.mark.timeout(300)  # Spark's start and an analyze, beside a live cluster
 async def test_applying_a_plan_leaves_the_assignments_as_planned(
     store: MetadataStore,
     store_url: str,
@@ -183,6 +184,8 @@ def test_the_cli_dry_run_lists_and_writes_nothing(tmp_path: Path) -> None:
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(_plan([_move("ns", "t", "1", "2", 3)])))
     runner = CliRunner()
+    made = runner.invoke(app, ["kv", "ls", "/", "--store", url, "--create"])
+    assert made.exit_code == 0, made.output  # an empty cluster
     result = runner.invoke(app, ["rebalance", "apply", str(path), "--store", url, "-o", "json"])
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
@@ -220,6 +223,19 @@ def test_a_bad_plan_is_one_clear_error(tmp_path: Path, content: str, message: st
     assert result.exit_code == 1
     assert message in result.stderr and "Traceback" not in result.output
     assert not (tmp_path / "m.db").exists()  # the plan is read before the store is opened
+
+
+def test_a_plan_never_applies_to_a_missing_store_file(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(_plan([_move("ns", "t", "1", "2", 1)])))
+    missing = tmp_path / "nested" / "m.db"
+    for extra in ([], ["--execute"]):
+        result = CliRunner().invoke(
+            app, ["rebalance", "apply", str(path), "--store", f"sqlite://{missing}", *extra]
+        )
+        assert result.exit_code == 1, result.output
+        assert f"no store at {missing}" in result.stderr and "Traceback" not in result.output
+        assert not missing.parent.exists()  # nothing made, not even its folder
 
 
 def test_a_missing_plan_file_is_an_error(tmp_path: Path) -> None:

@@ -162,7 +162,7 @@ def test_a_live_zookeeper_gives_the_same_keys(
         saved = tmp_path / "saved.jsonl"
         invoke(
             "import", "kafka-zk", "--zk", zookeeper.hosts, "--store", url, "--execute",
-            "--save-dump", str(saved),
+            "--create", "--save-dump", str(saved),
         )  # fmt: skip
     finally:
         client.stop()
@@ -178,3 +178,18 @@ def test_an_unreachable_zookeeper_is_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1
     assert "not reachable" in result.output and "Traceback" not in result.output
+
+
+def test_an_import_into_a_missing_store_file_needs_create(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """`--execute` into a sqlite file that does not exist is refused before anything is read;
+    `--create` makes it."""
+    path = tmp_path / "nested" / "store.db"
+    args = ["import", "kafka-zk", "--dump", str(DUMP), "--store", f"sqlite://{path}", "--execute"]
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code == 1, refused.output
+    assert f"no store at {path}" in refused.stderr and "--create" in refused.stderr
+    assert not path.parent.exists()  # nothing made, not even its folder
+    invoke(*args, "--create")
+    assert len(asyncio.run(_read(f"sqlite://{path}"))) == len(EXPECTED_KEYS)

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from metaplane.admin._console import (
     DEFAULT_STORE,
+    Create,
     Output,
     OutputFormat,
     StoreURL,
@@ -21,6 +22,7 @@ from metaplane.admin._console import (
     print_json,
     run,
 )
+from metaplane.admin._runner import check_store
 from metaplane.admin._snapshot import guarded
 from metaplane.store import open_store
 
@@ -57,12 +59,15 @@ def kafka_zk(
         float, typer.Option(min=0.1, help="Seconds to wait for ZooKeeper.")
     ] = 10.0,
     spark_master: Annotated[str | None, typer.Option(help="A Spark master URL.")] = None,
+    create_store: Create = False,
     output: OutputFormat = Output.TABLE,
 ) -> None:
     """Import Kafka 0.8's brokers, topics (as partitioned topics, each partition assigned to
     its leader), consumer group offsets (as subscriptions and cursors), controller and epoch."""
     from metaplane.pipeline import plan_kafka_import, spark_session, write_kafka_dump
 
+    if execute:  # before anything is read: a mistyped path never makes an empty store
+        guarded(lambda: check_store(store, create_store))
     nodes = guarded(lambda: _read(zk, dump, zk_timeout))
     if save_dump is not None:
         count = write_kafka_dump(nodes, save_dump)

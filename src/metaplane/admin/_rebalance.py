@@ -22,6 +22,7 @@ from metaplane.admin._console import (
     run,
 )
 from metaplane.admin._progress import progress_bar, spinner
+from metaplane.admin._runner import check_store
 from metaplane.admin._snapshot import guarded
 from metaplane.store import open_store
 
@@ -60,6 +61,8 @@ def apply(
     from metaplane.pipeline import Status, apply_plan, read_plan, wait_placed
 
     plan = guarded(lambda: read_plan(plan_file))
+    # A plan moves topics of a cluster that exists: a mistyped path never makes an empty store.
+    guarded(lambda: check_store(store, create=False))
 
     async def go() -> tuple[ApplyResult, dict[TopicName, int | None] | None]:
         async with open_store(store) as opened:
