@@ -33,7 +33,7 @@ from metaplane.admin._operations import Operations, entry_document
 from metaplane.admin._progress import counting
 from metaplane.admin._runner import execute
 from metaplane.admin._tree import key_tree
-from metaplane.resources import LoadReport, MalformedValue, decode
+from metaplane.resources import MalformedValue, decode
 from metaplane.store import (
     ABSENT,
     ANY,
@@ -181,21 +181,9 @@ def check_kind(key: str, data: bytes) -> None:
     except layout.UnknownKey:
         return
     try:
-        value = decode(kind, data)
+        decode(kind, data)
     except MalformedValue as error:
         raise InvalidValue(f"{key}: {error} (--raw writes it anyway)") from None
-    if isinstance(value, LoadReport):
-        check_usage(key, value)
-
-
-def check_usage(key: str, report: LoadReport) -> None:
-    """A load report's usages are percentages: a negative one would make its broker look
-    like the emptiest of all to the leader's ranking."""
-    for item in report.resources_usage:
-        if item.usage < 0:
-            raise InvalidValue(
-                f"{key}: {item.resource} usage {item.usage} is negative (--raw writes it anyway)"
-            )
 
 
 # del ----------------------------------------------------------------------------------------

@@ -101,12 +101,13 @@ class ResourceUsage(Struct, frozen=True, kw_only=True):
     "NetworkIO" (kept as str: the list grew over releases); usage was an int, now a float."""
 
     resource: str
-    usage: Annotated[int, Meta(ge=0)] | Annotated[float, Meta(ge=0)]
-    """A share in percent: never negative (a negative reading is a malformed report)."""
+    usage: int | float
+    """A share in percent: never negative (a negative reading is a malformed report: it
+    would make its broker look like the emptiest of all to the leader's ranking)."""
 
     def __post_init__(self) -> None:
-        if self.usage < 0:  # made here, not decoded: the same rule
-            raise MalformedValue("load report", f"{self.resource} usage {self.usage} < 0")
+        if self.usage < 0:  # decoded or made: the same rule
+            raise MalformedValue("load report", f"{self.resource} usage {self.usage} is negative")
 
 
 class LoadReport(Struct, frozen=True, kw_only=True):
@@ -479,7 +480,10 @@ def decode(kind_or_type: object, data: bytes) -> object:
     try:
         value = _decoder(value_type).decode(data)
     except msgspec.MsgspecError as error:
-        raise MalformedValue(what, str(error)) from None
+        reason, cause = str(error), error.__cause__
+        if isinstance(cause, MalformedValue):  # a struct's own rule: its reason, at its path
+            reason = reason.replace(str(cause), cause.reason, 1)
+        raise MalformedValue(what, reason) from None
     if _LONG_NUMBER.search(data):  # only a number of 20 digits or more can pass 2^64 - 1
         _check_u64(what, value, "$")
     return value
