@@ -125,6 +125,7 @@ LEGACY = [
 def test_seed_keys_parse_and_build_back(key: str, kind: KeyKind, fields: Fields) -> None:
     parsed = parse(key)
     assert parsed.kind is kind
+    assert layout.kind_of(key) is kind
     assert parsed.fields() == fields
     assert parsed.key == key
     assert build(kind, fields) == key
@@ -171,6 +172,7 @@ def test_build_parse_build(case: tuple[KeyKind, Fields, str]) -> None:
     kind, fields, key = case
     parsed = parse(key)
     assert parsed.kind is kind
+    assert layout.kind_of(key) is kind
     assert parsed.fields() == fields
     assert build(kind, parsed.fields()) == key
     assert parsed.key == key

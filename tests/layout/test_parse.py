@@ -194,3 +194,25 @@ def test_parse_refuses_only_with_layout_errors(key: str) -> None:
     else:
         assert refused.key == key
         assert str(refused)
+
+
+@given(damaged_keys())
+def test_kind_of_is_parse_s_kind_wherever_parse_takes_the_key(key: str) -> None:
+    """The shape-only `kind_of` (what decoding a stored value needs) names the kind `parse`
+    names; a key with no kind's shape raises `parse`'s own error."""
+    try:
+        parsed = parse(key)
+    except UnknownKey as error:
+        if "shape" in str(error) or "root" in str(error) or "a key is" in str(error):
+            with pytest.raises(UnknownKey):
+                layout.kind_of(key)
+        return
+    except LayoutError:
+        return  # a field's rule: kind_of does not check fields
+    assert layout.kind_of(key) is parsed.kind
+
+
+@pytest.mark.parametrize("key", ["/cluster/brokers/1/", "//cluster/leader", "cluster/leader", 7])
+def test_kind_of_refuses_what_is_no_key(key: object) -> None:
+    with pytest.raises(LayoutError):
+        layout.kind_of(key)  # type: ignore[arg-type]

@@ -87,7 +87,7 @@ from metaplane.layout._names import (
     padded_offset,
     parse_padded_offset,
 )
-from metaplane.layout._parse import ParsedKey, parse
+from metaplane.layout._parse import ParsedKey, kind_of, parse
 from metaplane.layout._patterns import PATTERNS, KeyPattern
 from metaplane.layout._table import KeyKind
 
@@ -122,6 +122,7 @@ __all__ = [
     "cursor",
     "default_compatibility_mode",
     "default_schema_config",
+    "kind_of",
     "leader",
     "leader_epoch",
     "legacy_cluster_name",

@@ -74,6 +74,38 @@ def _by_shape() -> Mapping[tuple[int, str], Sequence[Template]]:
 _SHAPES = _by_shape()
 _ROOTS = sorted({root for _, root in _SHAPES})
 
+_LITERALS: Mapping[tuple[int, str], Sequence[tuple[tuple[tuple[int, str], ...], KeyKind]]] = {
+    shape: [
+        (
+            tuple(
+                (index, segment)
+                for index, segment in enumerate(template.segments)
+                if isinstance(segment, str) and index > 0
+            ),
+            template.kind,
+        )
+        for template in candidates
+    ]
+    for shape, candidates in _SHAPES.items()
+}
+"""For each shape, the literal segments (after the root) that tell its templates apart."""
+
+
+def kind_of(key: str) -> KeyKind:
+    """The kind of a key, by its shape alone: what decoding a stored value needs, at a
+    fraction of `parse`'s cost (the fields are not checked). A key outside the layout raises
+    `parse`'s own error."""
+    if type(key) is str and key[:1] == "/":
+        parts = key[1:].split("/")
+        shape = () if "" in parts else _LITERALS.get((len(parts), parts[0]), ())
+        for literals, kind in shape:
+            for index, literal in literals:
+                if parts[index] != literal:
+                    break
+            else:
+                return kind
+    return parse(key).kind  # raises the reason
+
 
 def parse(key: object) -> ParsedKey:
     """The kind and fields of `key`; raises a `LayoutError` for a key outside the layout."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeAlias, TypeVar
 
 from metaplane.cache import NOT_COVERED, CacheState, LocalCache
-from metaplane.layout import parse
+from metaplane.layout import kind_of, parse
 from metaplane.resources._change import RetryPolicy, Writer
 from metaplane.resources._errors import MalformedValue
 from metaplane.resources._values import decode
@@ -30,7 +30,7 @@ def decode_value(key: str, data: bytes) -> object:
     The decoder to give a LocalCache that managers read from:
     `LocalCache(store, prefixes, decoder=decode_value)`.
     """
-    return decode(parse(key).kind, data)
+    return decode(kind_of(key), data)
 
 
 @dataclass(frozen=True, slots=True)
