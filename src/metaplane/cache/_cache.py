@@ -37,9 +37,15 @@ from metaplane.store import (
     WatchBatch,
     WatchEvent,
     check_prefix,
-    in_prefix,
 )
-from metaplane.store._keys import ROOT, child_segment, children_prefix, prefix_end
+from metaplane.store._keys import (
+    ROOT,
+    ancestors,
+    child_segment,
+    children_prefix,
+    covering,
+    prefix_end,
+)
 
 log = logging.getLogger(__name__)
 
@@ -280,7 +286,7 @@ class LocalCache:
         async with asyncio.timeout(timeout):
             while True:
                 async with self._changing:
-                    new = [p for p in wanted if not self.covers(p) and not self._pending_covers(p)]
+                    new = self._not_held(wanted)
                     if not new:
                         return self._applied
                     watch = self._watch
@@ -325,8 +331,15 @@ class LocalCache:
                 with contextlib.suppress(MetadataError):  # a broken watch is re-made without
                     await self._watch.remove(gone)
 
-    def _pending_covers(self, prefix: str) -> bool:
-        return any(in_prefix(prefix, held) for follow in self._pending for held in follow.prefixes)
+    def _not_held(self, wanted: Iterable[str]) -> builtins.list[str]:
+        """Those of `wanted` neither served nor about to be (a look-up of each one's
+        ancestors in the prefixes being followed)."""
+        pending: set[str] = set().union(*(follow.prefixes for follow in self._pending))
+        return [
+            prefix
+            for prefix in wanted
+            if not self.covers(prefix) and not any(a in pending for a in ancestors(prefix))
+        ]
 
     def _merge(self, follow: _Follow) -> None:
         """A followed prefix's read, now that the cache has passed its revision: served."""
@@ -559,15 +572,13 @@ class _Backoff:
 
 
 def _covering(prefixes: Iterable[str]) -> tuple[str, ...]:
-    """The prefixes without those another one already covers, sorted."""
-    ordered = sorted(set(prefixes))
-    kept: list[str] = []
-    for prefix in ordered:
-        if not any(in_prefix(prefix, other) for other in kept):
-            kept.append(prefix)
+    """The prefixes without those another one already covers, sorted: a look-up of each
+    one's ancestors (a broker follows two prefixes a topic, 20,000 for 10,000 topics —
+    comparing each with every other one held its event loop for a minute)."""
+    kept = covering(prefixes)
     if not kept:
         raise InvalidRequest("a cache needs at least one prefix")
-    return tuple(kept)
+    return kept
 
 
 def _common_ancestor(prefixes: Sequence[str]) -> str:

@@ -17,7 +17,7 @@ from metaplane.cache import CacheLagged, CacheTimeout, LocalCache, Subscription
 from metaplane.cluster._moves import BROKER_LOST, UNLOAD, Target, move_change
 from metaplane.cluster._rankings import BrokerLoad, Ranking, choose_targets
 from metaplane.cluster._rebalance import RebalanceConfig, Rebalancer
-from metaplane.cluster._view import ClusterView, read_view
+from metaplane.cluster._view import ClusterView, ViewReader
 from metaplane.coordination import LeaderElection
 from metaplane.layout import TopicName
 from metaplane.resources import (
@@ -55,6 +55,11 @@ class LoadManagerConfig:
     target's 2 compares and the fence: at most 62 fit in etcd's 128)."""
     seal_timeout: float = 30.0
     """How long a move waits for its source to seal the topic before assigning anyway."""
+    place_per_cycle: int = 5_000
+    """Waiting topics a cycle places at most; the next cycle follows at once with the
+    rest. Choosing targets is work that holds the event loop, and the node's session must
+    keep refreshing its lease meanwhile: 100,000 topics created at once are placed in
+    steps, never in one stretch of seconds."""
 
 
 class LoadManager:
@@ -87,6 +92,7 @@ class LoadManager:
         self._rebalanced = asyncio.Event()
         self._cycled = asyncio.Event()
         self._cache = self._new_cache()
+        self._views = ViewReader(self._cache)
         self._task: asyncio.Task[None] | None = None
         self._last_rebalance = 0.0
         self._waiting_since: dict[TopicName, float] = {}
@@ -109,6 +115,7 @@ class LoadManager:
             # The whole of /cluster (every topic's assignment or marker) is held only while
             # leading: a follower's memory does not grow with the cluster.
             self._cache = self._new_cache()
+            self._views = ViewReader(self._cache)
             try:
                 await self._cache.start()
                 await self._cache.wait_for(token.create_revision)
@@ -156,7 +163,7 @@ class LoadManager:
     async def cycle(self) -> None:
         """One round of the leader's work (see the class). Raises Fenced once deposed."""
         self.cycles += 1
-        view = read_view(self._cache)
+        view = await self._views.read()
         try:
             await self._cycle(view)
         finally:
@@ -182,7 +189,7 @@ class LoadManager:
 
     async def _fresh_view(self) -> ClusterView:
         await self._cache.wait_for(await self.store.revision())
-        return read_view(self._cache)
+        return await self._views.read()
 
     # -- 1. lost brokers ---------------------------------------------------------------
 
@@ -206,17 +213,14 @@ class LoadManager:
     # -- 2. waiting topics -------------------------------------------------------------
 
     async def _assign_waiting(self, view: ClusterView) -> bool:
-        ready = [
-            topic
-            for topic, marker in view.waiting.items()
-            if await self._ready(view, topic, marker)
-        ]
+        ready = await self._ready_to_place(view)
         if not ready:
             return False
         loads = broker_loads(view)
         preferred: dict[TopicName, int] = {}
         avoid: dict[TopicName, int] = {}
-        for topic, marker in view.waiting.items():
+        for topic in ready:
+            marker = view.waiting[topic]
             if marker.value is None:
                 continue
             if isinstance(marker.value.to_broker, int):
@@ -254,6 +258,16 @@ class LoadManager:
                 one = self.ownership.assign_change(topic, broker_id, marker=marker, state=state)
                 assigned += await self._fenced(one)
         return assigned
+
+    async def _ready_to_place(self, view: ClusterView) -> list[TopicName]:
+        """The waiting topics this cycle places: those ready, `place_per_cycle` at most."""
+        ready: list[TopicName] = []
+        for topic, marker in view.waiting.items():
+            if len(ready) >= self.config.place_per_cycle:
+                break
+            if await self._ready(view, topic, marker):
+                ready.append(topic)
+        return ready
 
     async def _ready(self, view: ClusterView, topic: TopicName, marker: Versioned[Marker]) -> bool:
         """A waiting topic may be assigned unless it is being moved from a broker that is

@@ -116,7 +116,7 @@ class LeaseKeeper:
                 log.warning(
                     "lease %d: refresh failed (%s); %.1f s left, retrying",
                     self.lease.id,
-                    exc or "no answer",
+                    _failure(exc, within + 0.25),
                     self._deadline - loop.time(),
                 )
                 self._set(KeepAliveState.SUSPENDED)
@@ -135,3 +135,10 @@ class LeaseKeeper:
             self._expired.set()
         if self._on_state is not None:
             self._on_state(state)
+
+
+def _failure(exc: BaseException, waited: float) -> str:
+    """What a failed refresh says in the log: its type always (a timeout has no message of
+    its own), then its message, or how long it went unanswered."""
+    text = str(exc) or f"no answer within {waited:.2f} s"
+    return f"{type(exc).__name__}: {text}"

@@ -66,7 +66,8 @@ FORMAT = 1
 DEFAULT_HISTORY = 100_000
 DEFAULT_HISTORY_AGE = 3600.0
 _MAX_GROUP = 256
-_MAX_EVENTS_READ = 10_000
+_MAX_EVENTS_READ = 2_000
+"""Changes a watch reads at a time (on the loop's thread: each read holds the loop)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -233,12 +234,16 @@ def _append(conn: sqlite3.Connection, revision: int, changes: list[Change], now:
     _set_meta(conn, "revision", revision)
 
 
+def _event(row: Sequence[Any]) -> WatchEvent:
+    revision, key = row[0], row[1]
+    if row[2]:
+        return WatchEvent(EventType.DELETE, deleted_entry(key, revision))
+    return WatchEvent(EventType.PUT, Entry(key, row[3], row[4], row[5], revision, row[6]))
+
+
 def _change(row: Sequence[Any]) -> Change:
-    revision, key, deleted = row[0], row[1], row[2]
-    if deleted:
-        event = WatchEvent(EventType.DELETE, deleted_entry(key, revision))
-    else:
-        event = WatchEvent(EventType.PUT, Entry(key, row[3], row[4], row[5], revision, row[6]))
+    key = row[1]
+    event = _event(row)
     prev = None if row[8] is None else Entry(key, row[7], row[8], row[9], row[10], row[11])
     return event, prev
 
@@ -640,7 +645,7 @@ class SqliteStore(LocalStore):
                 (start, *args, _MAX_EVENTS_READ + 1),
             ).fetchall()
             if len(rows) <= _MAX_EVENTS_READ:
-                return [_change(row)[0] for row in rows], current
+                return [_event(row) for row in rows], current
             last = rows[-1][0]
             if rows[0][0] == last:  # one revision larger than a read: take it whole
                 rows = conn.execute(
@@ -648,8 +653,8 @@ class SqliteStore(LocalStore):
                     "ORDER BY seq",
                     (last, *args),
                 ).fetchall()
-                return [_change(row)[0] for row in rows], last
-            return [_change(row)[0] for row in rows if row[0] != last], last - 1
+                return [_event(row) for row in rows], last
+            return [_event(row) for row in rows if row[0] != last], last - 1
 
         return self._read(read)
 
