@@ -210,6 +210,10 @@ class ZooKeeperEnsemble:
                 return member
         raise LookupError(f"no member has session {session_id:#x} connected")
 
+    def sessions(self) -> dict[int, ZooKeeperMember]:
+        """Every session connected to a member now, and its member."""
+        return {sid: member for member in self.members for sid in member.session_ids()}
+
     def leader(self) -> ZooKeeperMember:
         for member in self.members:
             if member.mode() == "leader":
