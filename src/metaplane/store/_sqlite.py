@@ -11,7 +11,9 @@ enforces, so a dead holder's keys are deleted by the survivors.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import enum
 import logging
 import queue
 import random
@@ -66,6 +68,15 @@ FORMAT = 1
 DEFAULT_HISTORY = 100_000
 DEFAULT_HISTORY_AGE = 3600.0
 _MAX_GROUP = 256
+
+
+class _Wake(enum.Enum):
+    """Put on the writer's queue to wake it for an urgent job (kept apart, taken first)."""
+
+    WAKE = "wake"
+
+
+_WAKE = _Wake.WAKE
 _MAX_EVENTS_READ = 2_000
 """Changes a watch reads at a time (on the loop's thread: each read holds the loop)."""
 
@@ -314,17 +325,34 @@ class _Writer(threading.Thread):
         self._synchronous = synchronous
         self._on_commit = on_commit
         self._jobs: queue.SimpleQueue[
-            tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]] | None
+            tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]] | _Wake | None
         ] = queue.SimpleQueue()
+        self._urgent: collections.deque[
+            tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]
+        ] = collections.deque()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._conn: sqlite3.Connection | None = None
 
-    def submit(self, job: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+    def submit(
+        self, job: Callable[[sqlite3.Connection], T], *, urgent: bool = False
+    ) -> asyncio.Future[T]:
+        """Queue `job`; an `urgent` one (a lease refresh) goes ahead of every queued job,
+        into the next group: a refresh must not wait behind a burst of bulk writes."""
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = self._loop.create_future()
-        self._jobs.put((job, future))
+        if urgent:
+            self._urgent.append((job, future))
+            self._jobs.put(_WAKE)
+        else:
+            self._jobs.put((job, future))
         return future
+
+    def _take_urgent(self) -> list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]]:
+        taken = []
+        while self._urgent:
+            taken.append(self._urgent.popleft())
+        return taken
 
     def stop(self) -> None:
         self._jobs.put(None)
@@ -335,7 +363,9 @@ class _Writer(threading.Thread):
             first = self._jobs.get()
             if first is None:
                 break
-            group = [first]
+            group = self._take_urgent()
+            if not isinstance(first, _Wake):
+                group.append(first)
             while len(group) < _MAX_GROUP:
                 try:
                     job = self._jobs.get_nowait()
@@ -344,8 +374,11 @@ class _Writer(threading.Thread):
                 if job is None:
                     stopping = True
                     break
-                group.append(job)
-            self._run_group(group)
+                if not isinstance(job, _Wake):
+                    group.append(job)
+            group += self._take_urgent()
+            if group:
+                self._run_group(group)
         if self._conn is not None:
             self._conn.close()
 
@@ -604,7 +637,7 @@ class SqliteStore(LocalStore):
 
         try:
             async with asyncio.timeout(timeout):
-                return await self._writer.submit(refresh)
+                return await self._writer.submit(refresh, urgent=True)
         except TimeoutError:
             # The writer is held up (another process holds the write lock, a slow disk);
             # the refresh may still apply later, which does no harm.
