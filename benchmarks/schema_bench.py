@@ -2,6 +2,7 @@
 comparison), and compatibility checks and parses per second for each format.
 
     .venv/bin/python benchmarks/schema_bench.py [--duration 3] [--writers 16] [--out results.json]
+    .venv/bin/python benchmarks/schema_bench.py --against REV [--rounds 5] [--duration 3]
 
 Registrations: one writer adding versions to one subject; many writers, each on its own
 subject (no contention); many on one subject, and many creating new subjects (all racing for
@@ -11,6 +12,14 @@ Subjects hold at most 50 versions. Checks: each
 format's rules on realistic documents, Full against one version and FullTransitive against
 ten, and parsing fresh documents; the JSON Schema check against ten versions is held to the
 rate it had before every keyword was analysed as a constraint (365/s on the reference machine).
+
+`--against REV` measures only the check and parse cells, for this code and for the code at git
+revision REV (checked out in a temporary `git worktree`), in the same run: each cell of each
+side in a fresh process of its own (`PYTHONPATH=<tree>/src`, which prints its figure as JSON),
+the two sides of a cell one after the other, alternating which goes first from round to round.
+Per cell it reports the median of each side, the median of the per-round ratios this/REV and
+their spread (lowest–highest), in wall time and in CPU time (`time.process_time`), which
+depends less on other jobs sharing the machine. Never the best round.
 """
 
 from __future__ import annotations
@@ -21,20 +30,24 @@ import itertools
 import json
 import os
 import platform
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from metaplane.resources import CompatibilityMode
-from metaplane.schema import RegistryConflict, Schema, SchemaRegistry, check, parse_schema
-from metaplane.store import MetadataStore, connect_store
-from metaplane.testing import EtcdMember
+# metaplane is imported where it is used: a worker of `--against` imports the code of another
+# revision, and uses only what every version has (parse_schema, check, CompatibilityMode).
+if TYPE_CHECKING:
+    from metaplane.schema import SchemaRegistry
+    from metaplane.store import MetadataStore
 
 # Documents ------------------------------------------------------------------------------------
 
@@ -140,7 +153,7 @@ class RegistrationCell:
     gave_up: int
 
 
-Register = Callable[[SchemaRegistry, int, int], Awaitable[object]]
+Register = Callable[["SchemaRegistry", int, int], Awaitable[object]]
 
 # Seed 001's metadata holds every version of its subject, so a registration's cost grows with
 # the subject's history: writers move on to a fresh subject every so many versions, so that the
@@ -190,6 +203,8 @@ def scenarios(run: str) -> list[Scenario]:
 async def measure_registrations(
     store: MetadataStore, backend: str, writers: int, duration: float, console: Console
 ) -> list[RegistrationCell]:
+    from metaplane.schema import SchemaRegistry
+
     cells = []
     await SchemaRegistry(store).register(f"{backend}-identical", "Avro", avro_document(0))
     for scenario in scenarios(backend):
@@ -219,6 +234,8 @@ async def drive(
 ) -> tuple[list[float], int, float]:
     """How long each registration of every writer took in `duration` seconds, how many gave
     up (RegistryConflict), and the time they all took."""
+    from metaplane.schema import RegistryConflict
+
     timings: list[float] = []
     gave_up = 0
     stop_at = time.perf_counter() + duration
@@ -271,23 +288,44 @@ def rate(operation: Callable[[int], object], duration: float) -> float:
     return count / elapsed
 
 
+CELLS = {
+    "full": "Full vs 1 version",
+    "transitive": "FullTransitive vs 10",
+    "parse": "parsing a new document",
+}
+
+
+def operations(name: str) -> dict[str, Callable[[int], object]]:
+    """The check cells of format `name`, as `operation(n)`, on whichever metaplane `import`
+    finds; only parse_schema, check and CompatibilityMode, which every version has."""
+    from metaplane.resources import CompatibilityMode
+    from metaplane.schema import check, parse_schema
+
+    document = FORMATS[name]
+    history = [parse_schema(name, document(extra)) for extra in range(11)]
+    new, previous = history[-1], history[:-1]
+
+    def full(_: int) -> object:
+        return _ok(check(new, previous[-1:], CompatibilityMode.FULL))
+
+    def transitive(_: int) -> object:
+        return _ok(check(new, previous, CompatibilityMode.FULL_TRANSITIVE))
+
+    def parse(n: int) -> object:
+        return parse_schema(name, document(3, f"_{n}"))  # a fresh text: no cache helps
+
+    return {"full": full, "transitive": transitive, "parse": parse}
+
+
 def measure_checks(duration: float, console: Console) -> list[CheckCell]:
     cells = []
-    for name, document in FORMATS.items():
-        history: list[Schema] = [parse_schema(name, document(extra)) for extra in range(11)]
-        new, previous = history[-1], history[:-1]
-
-        def full(_: int, new: Schema = new, old: Schema = previous[-1]) -> object:
-            return _ok(check(new, [old], CompatibilityMode.FULL))
-
-        def transitive(_: int, new: Schema = new, old: list[Schema] = previous) -> object:
-            return _ok(check(new, old, CompatibilityMode.FULL_TRANSITIVE))
-
-        def parse(n: int, name: str = name, document: Callable[..., str] = document) -> object:
-            return parse_schema(name, document(3, f"_{n}"))  # a fresh text: no cache helps
-
+    for name in FORMATS:
+        operation = operations(name)
         cell = CheckCell(
-            name, rate(full, duration), rate(transitive, duration), rate(parse, duration)
+            name,
+            rate(operation["full"], duration),
+            rate(operation["transitive"], duration),
+            rate(operation["parse"], duration),
         )
         console.log(f"{name}: {cell.full_checks_per_second:,.0f} Full checks/s")
         cells.append(cell)
@@ -297,6 +335,192 @@ def measure_checks(duration: float, console: Console) -> list[CheckCell]:
 def _ok(result: Any) -> object:
     assert result.ok, result.reasons  # every version of the benchmark is compatible
     return result
+
+
+# Against another revision -----------------------------------------------------------------
+
+SIDES = ("this", "before")  # this code, and the code at --against REV
+
+
+def measure_one(operation: Callable[[int], object], duration: float) -> dict[str, float]:
+    """Calls of `operation(n)` for `duration` seconds of wall time, after a short warm-up: how
+    many, the wall and CPU (process) time they took."""
+    warm_until = time.perf_counter() + min(0.5, duration / 6)
+    n = 0
+    while time.perf_counter() < warm_until:
+        operation(n)
+        n += 1
+    count = 0
+    cpu_start, start = time.process_time(), time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < duration:
+        operation(n + count)
+        count += 1
+    cpu = time.process_time() - cpu_start
+    return {
+        "calls": count,
+        "wall_s": elapsed,
+        "cpu_s": cpu,
+        "per_second": count / elapsed,
+        "per_cpu_second": count / cpu if cpu > 0 else 0.0,
+    }
+
+
+def worker(name: str, cell: str, duration: float) -> None:
+    """One cell in this process, on the metaplane PYTHONPATH names; its figure as JSON."""
+    import metaplane
+
+    figure = measure_one(operations(name)[cell], duration)
+    figure["metaplane"] = str(Path(metaplane.__file__).resolve())  # type: ignore[arg-type]
+    print(json.dumps(figure))
+
+
+def run_worker(src: Path, name: str, cell: str, duration: float) -> dict[str, Any]:
+    environment = os.environ | {"PYTHONPATH": str(src)}
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", name, cell]
+    done = subprocess.run(
+        [*command, "--duration", str(duration)],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{name} {cell} on {src} failed:\n{done.stderr}")
+    figure: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if not Path(figure["metaplane"]).is_relative_to(src.resolve()):
+        raise RuntimeError(f"the worker for {src} imported {figure['metaplane']}")
+    return figure
+
+
+def git(root: Path, *arguments: str) -> str:
+    command = ["git", "-C", str(root), *arguments]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def spread(values: list[float]) -> dict[str, Any]:
+    return {
+        "median": statistics.median(values),
+        "lowest": min(values),
+        "highest": max(values),
+        "values": values,
+    }
+
+
+def against(revision: str, rounds: int, duration: float, console: Console) -> dict[str, Any]:
+    """Every check cell of this code and of the code at `revision`, `rounds` times, paired."""
+    root = Path(git(Path(__file__).resolve().parent, "rev-parse", "--show-toplevel"))
+    commit = git(root, "rev-parse", "--verify", f"{revision}^{{commit}}")
+    head = git(root, "rev-parse", "HEAD")  # others may commit during the run: noted at the end
+    figures: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    firsts: list[str] = []
+    loads: list[list[float]] = []
+    with tempfile.TemporaryDirectory(prefix="schema-bench-") as folder:
+        tree = Path(folder) / "before"
+        git(root, "worktree", "add", "--detach", str(tree), commit)
+        sources = {"this": root / "src", "before": tree / "src"}
+        try:
+            for round_ in range(rounds):
+                order = SIDES if round_ % 2 == 0 else SIDES[::-1]
+                firsts.append(order[0])
+                loads.append([round(load, 2) for load in os.getloadavg()])
+                console.log(f"round {round_ + 1}/{rounds}, {order[0]} first, load {loads[-1]}")
+                for name in FORMATS:
+                    for cell in CELLS:
+                        for side in order:
+                            figure = run_worker(sources[side], name, cell, duration)
+                            figures.setdefault((name, cell, side), []).append(figure)
+                        this, before = (figures[name, cell, s][-1] for s in SIDES)
+                        console.log(
+                            f"  {name} {CELLS[cell]}: {this['per_second']:,.0f}/s against "
+                            f"{before['per_second']:,.0f}/s "
+                            f"(CPU {this['per_cpu_second']:,.0f} against "
+                            f"{before['per_cpu_second']:,.0f})"
+                        )
+            loads.append([round(load, 2) for load in os.getloadavg()])
+        finally:
+            git(root, "worktree", "remove", "--force", str(tree))
+    cells = []
+    for name in FORMATS:
+        for cell in CELLS:
+            this, before = (figures[name, cell, side] for side in SIDES)
+            summary: dict[str, Any] = {"format": name, "cell": CELLS[cell]}
+            for key, measure in (("wall", "per_second"), ("cpu", "per_cpu_second")):
+                summary[key] = {
+                    "this": spread([f[measure] for f in this]),
+                    "before": spread([f[measure] for f in before]),
+                    "ratio": spread(
+                        [t[measure] / b[measure] for t, b in zip(this, before, strict=True)]
+                    ),
+                }
+            cells.append(summary)
+    schema = "src/metaplane/schema"
+    head_at_end = git(root, "rev-parse", "HEAD")
+    return {
+        "benchmark": "schema-against",
+        "this": {
+            "head": head,
+            "head_at_end": head_at_end,
+            "schema_code_changed_during_run": head != head_at_end
+            and bool(git(root, "diff", "--name-only", head, head_at_end, "--", schema)),
+            "schema_code_uncommitted": bool(git(root, "status", "--porcelain", "--", schema)),
+        },
+        "before": {"revision": revision, "commit": commit},
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count() or 0,
+            "load_average_by_round": loads,
+        },
+        "rounds": rounds,
+        "duration_per_cell": duration,
+        "first_by_round": firsts,
+        "cells": cells,
+    }
+
+
+def render_against(result: dict[str, Any], console: Console) -> None:
+    def figure(values: dict[str, Any]) -> str:
+        return f"{values['median']:,.0f} ({values['lowest']:,.0f}–{values['highest']:,.0f})"
+
+    def ratio(values: dict[str, Any]) -> str:
+        return f"{values['median']:.2f} ({values['lowest']:.2f}–{values['highest']:.2f})"
+
+    revision = result["before"]["revision"]
+    title = (
+        f"checks per second, this code against {revision}: medians of {result['rounds']} "
+        "paired rounds (lowest–highest)"
+    )
+    table = Table(title=title)
+    columns = ["format", "cell", "this /s", f"{revision} /s", "ratio"]
+    columns += ["this /CPU-s", f"{revision} /CPU-s", "CPU ratio"]
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("format", "cell") else "right")
+    for cell in result["cells"]:
+        wall, cpu = cell["wall"], cell["cpu"]
+        table.add_row(
+            cell["format"],
+            cell["cell"],
+            figure(wall["this"]),
+            figure(wall["before"]),
+            ratio(wall["ratio"]),
+            figure(cpu["this"]),
+            figure(cpu["before"]),
+            ratio(cpu["ratio"]),
+        )
+    console.print(table)
+    loads = result["machine"]["load_average_by_round"]
+    console.print(f"load average (1, 5, 15 min) as each round started, then at the end: {loads}")
+    json_schema = next(
+        c
+        for c in result["cells"]
+        if c["format"] == "JsonSchema" and c["cell"] == CELLS["transitive"]
+    )
+    for key, label in (("wall", "wall time"), ("cpu", "CPU time")):
+        r = json_schema[key]["ratio"]
+        verdict = "at or above" if r["median"] >= 1 else "BELOW"
+        console.print(
+            f"JSON Schema, FullTransitive vs 10, {label}: {r['median']:.2f} times the code at "
+            f"{revision} (rounds {r['lowest']:.2f}–{r['highest']:.2f}): {verdict} it"
+        )
 
 
 # Report ---------------------------------------------------------------------------------------
@@ -348,15 +572,33 @@ async def main() -> None:
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per cell")
     parser.add_argument("--writers", type=int, default=16, help="concurrent writers")
     parser.add_argument("--etcd", help="an existing etcd endpoint host:port (default: start one)")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/schema_bench.json"))
+    parser.add_argument(
+        "--against", metavar="REV", help="check cells only, paired with the code at git REV"
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="paired rounds with --against")
+    parser.add_argument("--worker", nargs=2, metavar=("FORMAT", "CELL"), help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help="JSON results (default: benchmarks/results/)")
     args = parser.parse_args()
+    if args.worker is not None:
+        worker(*args.worker, args.duration)
+        return
     console = Console(width=max(Console().width, 150))
+    if args.against is not None:
+        console = Console(width=max(Console().width, 200))
+        result = against(args.against, args.rounds, args.duration, console)
+        render_against(result, console)
+        out = args.out or Path("benchmarks/results/schema_bench_against.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2))
+        console.print(f"written to {out}")
+        return
     checks = measure_checks(args.duration, console)
     with tempfile.TemporaryDirectory() as folder:
         registrations = await bench_stores(args, Path(folder), console)
     render(registrations, checks, console)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
+    out = args.out or Path("benchmarks/results/schema_bench.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
         json.dumps(
             {
                 "benchmark": "schema",
@@ -368,12 +610,15 @@ async def main() -> None:
             indent=2,
         )
     )
-    console.print(f"written to {args.out}")
+    console.print(f"written to {out}")
 
 
 async def bench_stores(
     args: argparse.Namespace, folder: Path, console: Console
 ) -> list[RegistrationCell]:
+    from metaplane.store import connect_store
+    from metaplane.testing import EtcdMember
+
     member = None
     if args.etcd is None:
         member = EtcdMember(folder / "etcd")
@@ -397,7 +642,7 @@ async def bench_stores(
     return cells
 
 
-def pin_apart(member: EtcdMember, console: Console) -> None:
+def pin_apart(member: Any, console: Console) -> None:
     """etcd on the last core, this process on the others, where there are two or more."""
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2 or member.process is None:
