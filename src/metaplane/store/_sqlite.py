@@ -77,6 +77,12 @@ class _Wake(enum.Enum):
 
 
 _WAKE = _Wake.WAKE
+
+_Job = tuple[Callable[[sqlite3.Connection], Any], "asyncio.Future[Any]", int]
+"""A job of the writer, the future of its outcome, and its cost (operations it writes)."""
+
+_MAX_GROUP_COST = 4_096
+"""Operations a group of jobs writes at most: an urgent job waits at most for one group."""
 _MAX_EVENTS_READ = 2_000
 """Changes a watch reads at a time (on the loop's thread: each read holds the loop)."""
 
@@ -324,17 +330,13 @@ class _Writer(threading.Thread):
         self._path = path
         self._synchronous = synchronous
         self._on_commit = on_commit
-        self._jobs: queue.SimpleQueue[
-            tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]] | _Wake | None
-        ] = queue.SimpleQueue()
-        self._urgent: collections.deque[
-            tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]
-        ] = collections.deque()
+        self._jobs: queue.SimpleQueue[_Job | _Wake | None] = queue.SimpleQueue()
+        self._urgent: collections.deque[_Job] = collections.deque()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._conn: sqlite3.Connection | None = None
 
     def submit(
-        self, job: Callable[[sqlite3.Connection], T], *, urgent: bool = False
+        self, job: Callable[[sqlite3.Connection], T], *, urgent: bool = False, cost: int = 1
     ) -> asyncio.Future[T]:
         """Queue `job`; an `urgent` one (a lease refresh) goes ahead of every queued job,
         into the next group: a refresh must not wait behind a burst of bulk writes."""
@@ -342,13 +344,13 @@ class _Writer(threading.Thread):
             self._loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = self._loop.create_future()
         if urgent:
-            self._urgent.append((job, future))
+            self._urgent.append((job, future, cost))
             self._jobs.put(_WAKE)
         else:
-            self._jobs.put((job, future))
+            self._jobs.put((job, future, cost))
         return future
 
-    def _take_urgent(self) -> list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]]:
+    def _take_urgent(self) -> list[_Job]:
         taken = []
         while self._urgent:
             taken.append(self._urgent.popleft())
@@ -366,7 +368,8 @@ class _Writer(threading.Thread):
             group = self._take_urgent()
             if not isinstance(first, _Wake):
                 group.append(first)
-            while len(group) < _MAX_GROUP:
+            cost = sum(job[2] for job in group)
+            while len(group) < _MAX_GROUP and cost < _MAX_GROUP_COST:
                 try:
                     job = self._jobs.get_nowait()
                 except queue.Empty:
@@ -376,6 +379,7 @@ class _Writer(threading.Thread):
                     break
                 if not isinstance(job, _Wake):
                     group.append(job)
+                    cost += job[2]
             group += self._take_urgent()
             if group:
                 self._run_group(group)
@@ -392,18 +396,16 @@ class _Writer(threading.Thread):
             self._conn = conn
         return self._conn
 
-    def _run_group(
-        self, group: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]]
-    ) -> None:
+    def _run_group(self, group: list[_Job]) -> None:
         outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
         try:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
         except (sqlite3.Error, MetadataError) as exc:
             error = _convert(exc) if isinstance(exc, sqlite3.Error) else exc
-            self._deliver([(future, None, error) for _, future in group])
+            self._deliver([(future, None, error) for _, future, _ in group])
             return
-        for job, future in group:
+        for job, future, _ in group:
             conn.execute("SAVEPOINT job")
             try:
                 outcome = job(conn)
@@ -593,7 +595,8 @@ class SqliteStore(LocalStore):
         return (await self._txn(Txn((), (op,), ()))).revision
 
     async def _txn(self, txn: Txn) -> TxnResult:
-        return await self._writer.submit(lambda conn: _commit_txn(conn, txn))
+        cost = len(txn.on_success) + len(txn.on_failure)
+        return await self._writer.submit(lambda conn: _commit_txn(conn, txn), cost=cost)
 
     async def _compact(self, revision: int) -> None:
         def compact(conn: sqlite3.Connection) -> None:
