@@ -63,8 +63,8 @@ async def test_registers_again_when_its_lease_is_lost(
     first = broker.session.lease
     key = layout.broker_registration(BROKER)
     start = await store.revision()
-    await store.revoke(first)  # as if it had expired on the store's side
     async with asyncio.timeout(20), store.watch(key, start_revision=start + 1) as watch:
+        await store.revoke(first)  # as if it had expired on the store's side
         async for batch in watch:
             if any(event.type is EventType.PUT for event in batch.events):
                 break

@@ -37,7 +37,7 @@ from metaplane.resources import (
     TopicManager,
     decode,
 )
-from metaplane.store import MetadataStore, Put
+from metaplane.store import Compacted, MetadataStore, Put
 
 FAST = LoadManagerConfig(ranking=Ranking.FAIR, idle_every=0.1, rebalance_every=0.2)
 
@@ -45,14 +45,19 @@ FAST = LoadManagerConfig(ranking=Ranking.FAIR, idle_every=0.1, rebalance_every=0
 async def converged(
     store: MetadataStore, check: Callable[[], Awaitable[bool]], timeout: float = 20.0
 ) -> None:
-    """Wait until `check()` holds, looking again at each change of the store."""
-    start = await store.revision()
-    async with asyncio.timeout(timeout), store.watch("/", start_revision=start) as watch:
-        if await check():
-            return
-        async for _ in watch:
-            if await check():
-                return
+    """Wait until `check()` holds, looking again at each change of the store. A store
+    without history (ZooKeeper) refuses a watch from a revision something changed at since:
+    then look again, and watch from the new revision."""
+    async with asyncio.timeout(timeout):
+        while not await check():
+            start = await store.revision()
+            try:
+                async with store.watch("/", start_revision=start + 1) as watch:
+                    while not await check():  # a change before the watch began counts too
+                        await anext(watch)
+                    return
+            except Compacted:
+                continue
 
 
 def quiet(node: Node) -> QuietTopics:
