@@ -1,8 +1,9 @@
-"""Fixtures shared by every test folder: a real etcd for the session, and a store of each
-backend for a test, each starting empty."""
+"""Fixtures shared by every test folder: a real etcd and a real ZooKeeper for the session,
+and a store of each backend for a test, each starting empty."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -10,9 +11,21 @@ import pytest
 
 from metaplane.store import MemoryStore, MetadataStore, SqliteStore, connect_store
 from metaplane.testing import EtcdMember, etcd_binary
+from metaplane.testing.zookeeper import ZooKeeperServer, zookeeper_classpath
 
-BACKENDS = ("memory", "sqlite", "etcd")
+BACKENDS = ("memory", "sqlite", "etcd", "zk")
 """Every backend of the contract."""
+
+STORE_FOLDERS = ("tests/store/",)
+"""The folders whose `backend` cases run on every backend; elsewhere a case runs on the
+backends of OTHER_FOLDERS_BACKENDS unless it names its own subset (ZooKeeper adds its
+conformance suite here; the layers above the store are backend-agnostic, see docs/store.md)."""
+
+OTHER_FOLDERS_BACKENDS = ("memory", "sqlite", "etcd")
+OTHER_FOLDERS_REASON = (
+    "the layers above the store run on ZooKeeper through the contract its conformance suite "
+    "checks (tests/store); their own ZooKeeper cases name it"
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -38,7 +51,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" not in metafunc.fixturenames:
         return
     marker = metafunc.definition.get_closest_marker("backends")
-    names = BACKENDS if marker is None else marker.args
+    everywhere = BACKENDS if _in_store_suite(metafunc) else OTHER_FOLDERS_BACKENDS
+    names = everywhere if marker is None else marker.args
     unknown = set(names) - set(BACKENDS)
     if unknown:
         raise pytest.UsageError(f"unknown backends {unknown} on {metafunc.definition.name}")
@@ -46,7 +60,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         raise pytest.UsageError(f"{metafunc.definition.name}: a backend subset needs a reason")
     # Every backend appears; the ones outside the subset are skipped with its reason, so
     # that `-ra` shows what a case does not cover and why.
-    reason = marker.kwargs["reason"] if marker is not None else ""
+    reason = marker.kwargs["reason"] if marker is not None else OTHER_FOLDERS_REASON
     metafunc.parametrize(
         "backend",
         [
@@ -56,6 +70,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             for name in BACKENDS
         ],
     )
+
+
+def _in_store_suite(metafunc: pytest.Metafunc) -> bool:
+    path = Path(str(metafunc.definition.path)).as_posix()
+    return any(f"/{folder}" in path for folder in STORE_FOLDERS)
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper server for the whole session. Missing ZooKeeper fails; it never
+    skips."""
+    zookeeper_classpath()
+    with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
@@ -76,6 +104,9 @@ def store_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> s
         member: EtcdMember = request.getfixturevalue("etcd")
         member.etcdctl("del", "/", "--prefix")  # the session's etcd: empty it for each test
         return member.url
+    if backend == "zk":
+        server: ZooKeeperServer = request.getfixturevalue("zookeeper")
+        return f"zk://{server.hosts}/metaplane-test-{uuid.uuid4().hex[:12]}"  # a fresh chroot
     raise pytest.UsageError("a memory store has no URL another client could open")
 
 

@@ -22,6 +22,7 @@ from metaplane.store import (
     Put,
     connect_store,
 )
+from tests.store import zk_subsets
 
 LARGEST = 9_223_372_036_854_775_807  # 2**63 - 1, etcd's int64: as a literal on purpose
 TOO_BIG = LARGEST + 1
@@ -72,6 +73,7 @@ async def test_watch_and_grant_refuse_their_bounds(store: MetadataStore) -> None
             await store.grant(ttl)
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.SESSION)
 async def test_the_largest_int64_is_answered_alike_everywhere(store: MetadataStore) -> None:
     written = await store.put("/b/k", b"v")
     assert (await store.txn([Compare.mod_revision("/b/k", "<", LARGEST)])).succeeded

@@ -20,8 +20,10 @@ from metaplane.store import (
     MetadataStore,
     SqliteStore,
 )
+from tests.store import zk_subsets
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.COMPACTION)
 async def test_compacting_again_raises_compacted_with_the_real_revision(
     store: MetadataStore,
 ) -> None:
@@ -59,6 +61,7 @@ EMPTY_OR_NOT: dict[str, Callable[[MetadataStore, int], Awaitable[Listing]]] = {
 }
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.COMPACTION)
 @pytest.mark.parametrize("selection", list(EMPTY_OR_NOT))
 async def test_reads_at_compacted_or_future_revisions_raise_even_when_empty(
     store: MetadataStore, selection: str

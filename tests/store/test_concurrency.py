@@ -29,7 +29,7 @@ async def test_tasks_lose_no_update(store: MetadataStore) -> None:
     assert entry.version == 16 * TIMES
 
 
-@pytest.mark.backends("sqlite", "etcd", reason="several processes share the store")
+@pytest.mark.backends("sqlite", "etcd", "zk", reason="several processes share the store")
 @pytest.mark.timeout(300)
 async def test_tasks_and_processes_lose_no_update(store_url: str) -> None:
     async with await connect_store(store_url) as store:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from metaplane.store import Compacted, InvalidRequest, MetadataStore
+from tests.store import zk_subsets
 
 SIBLINGS = [
     "/default/t1",
@@ -89,6 +90,7 @@ async def test_paging(store: MetadataStore) -> None:
     assert seen == keys
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.HISTORY)
 async def test_list_reads_the_past(store: MetadataStore) -> None:
     first = await store.put("/h/a", b"1")
     await store.put("/h/b", b"1")

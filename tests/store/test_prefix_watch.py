@@ -27,6 +27,7 @@ from metaplane.store import (
 )
 from metaplane.store._etcd_prefixes import _WAKE
 from metaplane.store._etcd_watch import _Ended
+from tests.store import zk_subsets
 
 Change = tuple[int, str, str]
 
@@ -82,6 +83,7 @@ async def reference(
     return changes([b for b in kept if b.events])
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.HISTORY)
 async def test_batches_in_revision_order_across_prefixes(store: MetadataStore) -> None:
     prefixes = ["/o/a", "/o/b", "/o/c/deep"]
     start = await store.revision() + 1
@@ -98,6 +100,7 @@ async def test_batches_in_revision_order_across_prefixes(store: MetadataStore) -
     )
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.MERGED)
 async def test_a_transaction_across_two_prefixes_comes_whole(store: MetadataStore) -> None:
     async with store.watch_prefixes(
         ["/x/a", "/x/b"], start_revision=await store.revision() + 1
@@ -127,6 +130,7 @@ async def test_prefixes_respect_segments(store: MetadataStore) -> None:
     assert [e.key for b in batches for e in b.events] == ["/seg/t1", "/seg/t1/a"]
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.HISTORY)
 async def test_add_and_remove_while_writes_run_match_a_read_at_r(store: MetadataStore) -> None:
     """A writer changes keys under 40 topics (puts, deletes, transactions over two topics)
     while prefixes are added and removed. For each prefix added at R, its state read at R
@@ -251,6 +255,7 @@ async def test_ten_thousand_prefixes_added_at_once_are_all_followed(store: Metad
     assert sorted(e.key for e in events[0].events) == sorted(f"{p}/k" for p in sample)
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.HISTORY)
 async def test_a_past_start_revision_replays_history_in_order(store: MetadataStore) -> None:
     start = await store.revision() + 1
     for i in range(20):
@@ -267,6 +272,7 @@ async def test_a_past_start_revision_replays_history_in_order(store: MetadataSto
     assert all(len(b.events) == 2 for b in batches if b.events and b.revision < last)
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.COMPACTION)
 async def test_a_compacted_start_revision_raises_compacted(store: MetadataStore) -> None:
     first = await store.put("/cc/a", b"")
     last = await store.put("/cc/a", b"again")

@@ -21,6 +21,7 @@ from metaplane.store import (
 )
 from metaplane.store import _etcd_scan as etcd_scan
 from metaplane.store._etcd_scan import end_of, pieces
+from tests.store import zk_subsets
 
 
 async def fill(store: MetadataStore, keys: list[str]) -> int:
@@ -60,6 +61,7 @@ async def test_pages_hold_every_key_once_in_key_order(store: MetadataStore) -> N
     assert tuple(entry for page in pages for entry in page) == expected
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.HISTORY)
 async def test_a_pinned_revision_ignores_writes_between_pages(store: MetadataStore) -> None:
     keys = layout_keys(200)
     pinned = await fill(store, keys)

@@ -23,6 +23,7 @@ from metaplane.store import (
     connect_store,
 )
 from metaplane.testing import EtcdMember
+from tests.store import zk_subsets
 from tests.store.watching import (
     changes,
     check_history,
@@ -56,6 +57,7 @@ async def write_history(store: MetadataStore) -> tuple[int, int]:
     return first, last
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.HISTORY)
 async def test_order_and_transactions_together(store: MetadataStore) -> None:
     first, last = await write_history(store)
     async with store.watch("/w", start_revision=first) as watch:
@@ -79,6 +81,7 @@ async def test_order_and_transactions_together(store: MetadataStore) -> None:
     )
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.HISTORY)
 async def test_resumable_from_every_kept_revision(store: MetadataStore) -> None:
     first, last = await write_history(store)
     async with store.watch("/w", start_revision=first) as watch:
@@ -89,6 +92,7 @@ async def test_resumable_from_every_kept_revision(store: MetadataStore) -> None:
         assert resumed == [batch for batch in everything if batch[0] >= start]
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.HISTORY)
 async def test_watch_respects_segments(store: MetadataStore) -> None:
     start = await store.revision() + 1
     for key in ["/w/t1", "/w/t10", "/w/t1-part-0", "/w/t1/sub", "/w/t1.x"]:
@@ -113,6 +117,7 @@ async def test_live_changes_arrive(store: MetadataStore) -> None:
     ]
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.COMPACTION)
 async def test_compacted(store: MetadataStore) -> None:
     first, last = await write_history(store)
     await store.compact(last)
@@ -139,7 +144,7 @@ async def _progress(watch: Watch) -> WatchBatch:
     return await anext(watch)
 
 
-@pytest.mark.backends("sqlite", "etcd", reason="other clients need a store they can open")
+@pytest.mark.backends("sqlite", "etcd", "zk", reason="other clients need a store they can open")
 async def test_changes_of_another_client_arrive(store_url: str) -> None:
     async with (
         await connect_store(store_url) as writer,
@@ -173,6 +178,7 @@ async def test_etcd_stopped_and_restarted(tmp_path: Path) -> None:
     assert [e.key for b in batches for e in b.events if e.type is EventType.PUT] == ["/r/b"]
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.HISTORY)
 async def test_progress_never_overtakes_events(store: MetadataStore) -> None:
     """A progress batch at P means every event up to P was delivered before it — also right
     after opening a watch from an old revision (etcd issue 15220, verified on old servers)."""
@@ -192,6 +198,7 @@ async def test_progress_never_overtakes_events(store: MetadataStore) -> None:
     assert last < batch.revision <= tail
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.HISTORY)
 async def test_progress_waits_for_keys_created_and_deleted_in_between(
     store: MetadataStore,
 ) -> None:
@@ -213,6 +220,7 @@ async def test_progress_waits_for_keys_created_and_deleted_in_between(
     check_history(batches, reference)
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.HISTORY)
 async def test_progress_from_the_oldest_revision(store: MetadataStore) -> None:
     """A watch from the oldest revision kept (1 on a fresh store), asked for progress at
     once, delivers the whole history first (etcd 3.4.23 answers with the current revision
@@ -232,6 +240,7 @@ async def test_progress_from_the_oldest_revision(store: MetadataStore) -> None:
     assert batches[-1].revision >= tail
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.HISTORY)
 async def test_batches_in_order_while_progress_is_asked_under_writes(
     store: MetadataStore,
 ) -> None:
@@ -286,6 +295,7 @@ async def test_no_progress_batch_at_or_below_one_delivered(store: MetadataStore)
     assert (batch.revision, batch.events) == (moved, ())
 
 
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.COMPACTION)
 async def test_progress_on_a_quiet_prefix_after_compaction(store: MetadataStore) -> None:
     """A quiet watch whose history was compacted under it, asked for progress, never hangs:
     it raises `Compacted` with the compact revision (memory and sqlite, whose watch reads the

@@ -3,8 +3,8 @@
     async with open_store("sqlite:///var/lib/metaplane/metaplane.db") as store:
         revision = await store.put("/cluster/demo", b"null", expect=ABSENT)
 
-Backends: `memory://`, `sqlite:///path`, `etcd://h1:2379,h2:2379`. See DESIGN.md for the
-contract; every backend passes the one conformance suite in tests/store/.
+Backends: `memory://`, `sqlite:///path`, `etcd://h1:2379,h2:2379`, `zk://h1:2181/chroot`.
+See DESIGN.md for the contract; every backend passes the one conformance suite in tests/store/.
 Importing this package loads the contract only: a backend's module (and grpc, aetcd, kazoo)
 loads when `open_store` is asked for its scheme, or when its class is first named here.
 """
@@ -68,12 +68,15 @@ if _typing.TYPE_CHECKING:
     from metaplane.store._etcd import EtcdOptions, EtcdStore
     from metaplane.store._memory import MemoryStore
     from metaplane.store._sqlite import SqliteStore
+    from metaplane.store._zookeeper import ZooKeeperOptions, ZooKeeperStore
 
 _BACKENDS = {
     "EtcdOptions": "metaplane.store._etcd",
     "EtcdStore": "metaplane.store._etcd",
     "MemoryStore": "metaplane.store._memory",
     "SqliteStore": "metaplane.store._sqlite",
+    "ZooKeeperOptions": "metaplane.store._zookeeper",
+    "ZooKeeperStore": "metaplane.store._zookeeper",
 }
 """The backends' classes, each loaded with its module when first named."""
 
@@ -142,6 +145,8 @@ __all__ = [
     "Watch",
     "WatchBatch",
     "WatchEvent",
+    "ZooKeeperOptions",
+    "ZooKeeperStore",
     "check_key",
     "check_prefix",
     "connect_store",

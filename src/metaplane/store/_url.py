@@ -4,6 +4,7 @@ memory://
 sqlite:///path/to/file.db[?synchronous=full|normal&history=N&history_age=SECONDS]
 etcd://[user:password@]host:port[,host:port…][?ca=FILE&cert=FILE&key=FILE&tls=1&timeout=S]
 etcds://…  (etcd over TLS with the system's CA certificates unless ca= is given)
+zk://host:port[,host:port…]/chroot[?timeout=S&session_timeout=S]  (also zookeeper://)
 
 A backend's module is imported here only when its scheme is asked for: importing the contract
 loads no backend (nor grpc, aetcd or sqlite3).
@@ -22,8 +23,9 @@ from metaplane.store._errors import InvalidRequest, InvalidStoreURL
 
 if TYPE_CHECKING:
     from metaplane.store._etcd import EtcdOptions
+    from metaplane.store._zookeeper import ZooKeeperOptions
 
-SCHEMES = ("memory", "sqlite", "etcd", "etcds")
+SCHEMES = ("memory", "sqlite", "etcd", "etcds", "zk", "zookeeper")
 
 
 async def connect_store(url: str) -> MetadataStore:
@@ -47,7 +49,9 @@ async def connect_store(url: str) -> MetadataStore:
 
         return await EtcdStore.connect(_etcd_options(url, scheme, location, params))
     if scheme in ("zk", "zookeeper"):
-        raise InvalidStoreURL(f"{url!r}: the ZooKeeper backend is not part of this version")
+        from metaplane.store._zookeeper import ZooKeeperStore
+
+        return await ZooKeeperStore.connect(_zookeeper_options(url, location, params), url)
     raise InvalidStoreURL(f"{url!r}: unknown scheme {scheme!r}; one of {SCHEMES}")
 
 
@@ -141,6 +145,31 @@ def _etcd_options(url: str, scheme: str, location: str, params: dict[str, str]) 
             tls=bool(tls) or scheme == "etcds",
             **({} if timeout is None else {"timeout": timeout}),
         )
+    except InvalidRequest as exc:
+        raise InvalidStoreURL(f"{url!r}: {exc}") from None
+
+
+def _zookeeper_options(url: str, location: str, params: dict[str, str]) -> ZooKeeperOptions:
+    from metaplane.store._zookeeper import ZooKeeperOptions
+
+    hosts, slash, chroot = location.partition("/")
+    if not slash or not chroot.strip("/"):
+        raise InvalidStoreURL(f"{url!r}: name a chroot; write zk://host:port[,host:port…]/chroot")
+    endpoints = tuple(host.strip() for host in hosts.split(",") if host.strip())
+    if not endpoints:
+        raise InvalidStoreURL(f"{url!r}: no host; write zk://host:port[,host:port…]/chroot")
+    for endpoint in endpoints:
+        host, sep, port = endpoint.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise InvalidStoreURL(f"{url!r}: host {endpoint!r} is not host:port")
+    timeouts = {
+        name: value
+        for name in ("timeout", "session_timeout")
+        if (value := _take(url, params, name, float)) is not None
+    }
+    _no_more(url, params)
+    try:
+        return ZooKeeperOptions(endpoints, "/" + unquote(chroot).strip("/"), **timeouts)
     except InvalidRequest as exc:
         raise InvalidStoreURL(f"{url!r}: {exc}") from None
 

@@ -22,6 +22,9 @@ log = logging.getLogger(__name__)
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 # Debian's jar names its dependencies in its manifest; a release tarball has them in lib/.
 DEBIAN_JAR = "/usr/share/java/zookeeper.jar"
+JUTE_MAXBUFFER = 4 * 1024 * 1024
+"""The largest request the server takes: ZooKeeper's default (1 MiB less a byte) is below
+the store contract's 1 MiB values."""
 
 
 class ZooKeeperNotInstalled(RuntimeError):
@@ -89,6 +92,8 @@ class ZooKeeperServer(ServerProcess):
         return [
             java_binary(),
             "-Xmx256m",
+            # A key's value may be 1 MiB (the contract's limit) plus the znode's header.
+            f"-Djute.maxbuffer={JUTE_MAXBUFFER}",
             f"-Dzookeeper.log.dir={self.folder}",
             "-cp",
             zookeeper_classpath(),

@@ -1,0 +1,874 @@
+"""The ZooKeeper backend (`zk://h1:2181,h2:2181/chroot`): the store contract on znodes,
+through kazoo.
+
+Keys are znodes under the chroot; the parents a key needs are created with it and are not
+entries; deleting a key removes the parents it alone needed. Revisions are zxids. A key's
+version and create_revision live in its znode's data (`_zookeeper_wire`), since a key may
+first be written on a znode that existed as a parent. Transactions are one `multi`: every
+compare is read first and enforced inside that multi (a version check of each znode read,
+or the create and delete of a probe where a znode was missing), and the whole is retried
+when the read went stale. A lease is a ZooKeeper session of its own whose timeout is the TTL;
+its keys are that session's ephemeral znodes. ZooKeeper keeps no history: reads at a past
+revision and watches from one work only while nothing they cover changed since
+(`Compacted` otherwise). See docs/store.md for what holds and what does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import AsyncGenerator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.client import KazooClient  # type: ignore[import-untyped]
+from kazoo.exceptions import (  # type: ignore[import-untyped]
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+)
+from kazoo.protocol.serialization import (  # type: ignore[import-untyped]
+    CheckVersion,
+    Create,
+    Exists,
+    GetChildren2,
+    GetData,
+    SetData,
+    Sync,
+    Transaction,
+)
+from kazoo.protocol.serialization import Delete as DeleteNode
+from kazoo.protocol.states import KazooState, ZnodeStat  # type: ignore[import-untyped]
+from kazoo.security import OPEN_ACL_UNSAFE  # type: ignore[import-untyped]
+
+from metaplane.store import _zookeeper_wire as wire
+from metaplane.store._base import MetadataStore, PrefixWatch, Watch
+from metaplane.store._errors import (
+    Compacted,
+    InvalidRequest,
+    InvalidTxn,
+    LeaseNotFound,
+    Unavailable,
+)
+from metaplane.store._keys import ROOT, in_prefix, prefix_end
+from metaplane.store._local import paged, select
+from metaplane.store._model import (
+    Delete,
+    DeletePrefix,
+    Entry,
+    Get,
+    Lease,
+    List,
+    Listing,
+    OpResult,
+    Put,
+    Txn,
+    TxnResult,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 10.0
+"""Seconds a request may take before it raises `Unavailable`."""
+
+DEFAULT_SESSION_TIMEOUT = 10.0
+"""The store's own session (its watches), in seconds; the server clamps it to 2–20 ticks."""
+
+_ATTEMPTS = 50
+"""Times a read or a transaction is tried again when what it read changed under it."""
+
+_JITTER = random.Random()
+_LONGEST_SESSION = 86_400
+"""The session timeout a lease asks for at most (kazoo sends it in int32 milliseconds; the
+server clamps it to 20 ticks anyway)."""
+_EPHEMERAL = 1
+_PENDING = -1
+"""A revision not known before the multi commits: its zxid, filled in after."""
+
+
+@dataclass(frozen=True, slots=True)
+class ZooKeeperOptions:
+    """Where and how to reach a ZooKeeper ensemble."""
+
+    hosts: tuple[str, ...]
+    chroot: str
+    timeout: float = DEFAULT_TIMEOUT
+    session_timeout: float = DEFAULT_SESSION_TIMEOUT
+
+    def __post_init__(self) -> None:
+        if not self.hosts:
+            raise InvalidRequest("ZooKeeper needs at least one host:port")
+        if not self.chroot.startswith("/") or self.chroot == ROOT or self.chroot.endswith("/"):
+            raise InvalidRequest(f"the chroot is an absolute path below /, not {self.chroot!r}")
+        for what, seconds in (("timeout", self.timeout), ("session_timeout", self.session_timeout)):
+            if not 0 < seconds < 3600:
+                raise InvalidRequest(f"{what} is a number of seconds from 0 to 3600")
+
+
+@dataclass(slots=True)
+class Node:
+    """A znode as read: its data and stat (None: missing)."""
+
+    data: bytes
+    stat: ZnodeStat
+
+
+class _Stale(Exception):
+    """What a transaction read changed before its multi committed: read again."""
+
+
+class _LeaseSession:
+    """One lease: a kazoo client of its own, whose session is the lease. kazoo's own pings
+    are off: only `refresh` keeps the session, so it expires a TTL after the last one."""
+
+    def __init__(self, client: KazooClient) -> None:
+        self.client = client
+        self.ttl = 0.0
+        self.lost = False
+        self.id = 0
+
+
+@dataclass(slots=True)
+class _Znode:
+    """A znode as a transaction plans it: data version, children, ephemeral owner (a
+    lease id, 0 if none) and the key it holds (None: a parent, or a deleted key's)."""
+
+    version: int
+    children: int
+    owner: int
+    entry: Entry | None
+
+
+@dataclass(slots=True)
+class _Plan:
+    """A transaction's view of the znodes it touches, changed by its own operations as they
+    are planned, and the multi that makes it so: guards (checks and probes) first."""
+
+    znodes: dict[str, _Znode | None]
+    entries: dict[str, Entry | None]
+    newest: int
+    read: dict[str, _Znode | None] = field(default_factory=dict)
+    """The znodes as read, before any operation of the transaction."""
+    single: int = 0
+    """When the compares and gets look at one key only: the zxid its read holds at."""
+    guards: list[Any] = field(default_factory=list)
+    ops: list[Any] = field(default_factory=list)
+    guarded: set[str] = field(default_factory=set)
+
+
+class ZooKeeperStore(MetadataStore):
+    """A store on a ZooKeeper ensemble, under a chroot of its own."""
+
+    def __init__(self, options: ZooKeeperOptions, url: str = "") -> None:
+        self.url = url or f"zk://{','.join(options.hosts)}{options.chroot}"
+        self._options = options
+        self._root = options.chroot
+        self._loop = asyncio.get_running_loop()
+        self._client = KazooClient(
+            hosts=",".join(options.hosts),
+            timeout=options.session_timeout,
+            connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0},
+            logger=log,
+        )
+        self._leases: dict[int, _LeaseSession] = {}
+        self._seen = 0
+        """The zxid of the last reply of the store's session handled on the loop."""
+        self._recent: list[str] = []
+        """Notifications handled since that reply (their changes are after it)."""
+        self._followers: set[Any] = set()
+        self._watching = False
+        self._closed = False
+        wire.on_notification(self._client, self._notified)
+        self._client.add_listener(self._state_changed)
+
+    @classmethod
+    async def connect(cls, options: ZooKeeperOptions, url: str = "") -> ZooKeeperStore:
+        store = cls(options, url)
+        try:
+            await asyncio.to_thread(store._client.start, options.timeout)
+            await store._ensure_path(store._root)
+            await store._install_watch()
+        except BaseException as error:
+            await asyncio.to_thread(_stop, store._client)
+            if isinstance(error, Exception):
+                raise wire.contract_error(error, f"connecting to {store.url}") from None
+            raise
+        return store
+
+    # -- requests ----------------------------------------------------------------------
+
+    def _path(self, key: str) -> str:
+        return self._root if key == ROOT else self._root + wire.znode_name(key)
+
+    def _key(self, path: str) -> str | None:
+        if path.startswith(self._root + "/"):
+            return wire.key_name(path[len(self._root) :])
+        return None
+
+    async def _request(self, request: Any, client: KazooClient | None = None) -> wire.Reply:
+        """Send one request; `Unavailable` when no reply came within the deadline."""
+        if self._closed:
+            raise Unavailable(f"{self.url}: the store is closed")
+        main = client is None
+        future = wire.call(
+            client or self._client, self._loop, request, self._observe if main else None
+        )
+        try:
+            async with asyncio.timeout(self._options.timeout):
+                return await asyncio.shield(future)
+        except TimeoutError:
+            raise Unavailable(
+                f"{self.url}: no answer within {self._options.timeout} s (it may still apply)"
+            ) from None
+
+    def _observe(self, reply: wire.Reply) -> None:
+        if reply.zxid > self._seen:
+            self._seen = reply.zxid
+        self._recent.clear()
+
+    async def _value(self, request: Any, client: KazooClient | None = None) -> Any:
+        reply = await self._request(request, client)
+        if reply.error is not None:
+            raise wire.contract_error(reply.error, f"{self.url}: {type(request).__name__}")
+        return reply.value
+
+    async def _read(self, path: str) -> Node | None:
+        return (await self._read_at(path))[0]
+
+    async def _read_at(self, path: str) -> tuple[Node | None, int]:
+        """A znode, and the zxid of the reply: the state it was read in."""
+        reply = await self._request(GetData(path, None))
+        if isinstance(reply.error, NoNodeError):
+            return None, reply.zxid
+        if reply.error is not None:
+            raise wire.contract_error(reply.error, f"{self.url}: reading {path}")
+        data, stat = reply.value
+        return Node(data, stat), reply.zxid
+
+    async def _exists(self, path: str) -> ZnodeStat | None:
+        stat: ZnodeStat | None = await self._value(Exists(path, None))
+        return stat
+
+    async def _sync(self) -> int:
+        """The zxid the server is at after catching up with the leader."""
+        reply = await self._request(Sync(self._root))
+        if reply.error is not None:
+            raise wire.contract_error(reply.error, f"{self.url}: sync")
+        return reply.zxid
+
+    async def _ensure_path(self, path: str) -> None:
+        current = ""
+        for segment in path.strip("/").split("/"):
+            current += "/" + segment
+            reply = await self._request(Create(current, b"", OPEN_ACL_UNSAFE, 0))
+            if reply.error is not None and not isinstance(reply.error, NodeExistsError):
+                raise wire.contract_error(reply.error, f"{self.url}: creating {current}")
+
+    # -- reads -------------------------------------------------------------------------
+
+    async def _get(self, key: str) -> Entry | None:
+        node = await self._read(self._path(key))
+        return None if node is None else wire.decode(key, node.data, node.stat)
+
+    async def _revision(self) -> int:
+        return await self._sync()
+
+    async def _list(self, op: List, revision: int | None) -> Listing:
+        entries, at = await self.snapshot((op.prefix,), op, revision)
+        selected, more = select(entries, op)
+        return Listing(tuple(selected), at, more)
+
+    async def _scan(
+        self, prefixes: tuple[str, ...], revision: int | None, page: int, keys_only: bool
+    ) -> AsyncGenerator[Listing, None]:
+        entries, at = await self.snapshot(prefixes, None, revision)
+        for listing in paged(entries, at, page, keys_only):
+            yield listing
+
+    async def snapshot(
+        self, prefixes: Iterable[str], bounds: List | None, revision: int | None
+    ) -> tuple[list[Entry], int]:
+        """The keys under `prefixes` (sorted), read at one revision, and that revision.
+
+        ZooKeeper reads one znode at a time: the read holds at zxid R when no znode it read
+        changed after R (every mzxid and pzxid at most R), else it is read again. At a past
+        `revision`, that is also the test that nothing read changed since."""
+        wanted = tuple(prefixes)
+        if revision is not None and revision > self._seen:
+            current = await self._sync()
+            if revision > current:
+                raise InvalidRequest(f"revision {revision} is in the future (current {current})")
+        at = revision if revision is not None else self._seen
+        for attempt in range(_ATTEMPTS):
+            tree = await self._walk(wanted, bounds)
+            if tree is not None:
+                nodes, newest = tree
+                entries = self._entries(nodes, bounds)
+                if newest <= at:
+                    return entries, at
+                if revision is not None:
+                    raise Compacted(
+                        newest,
+                        f"ZooKeeper keeps no history: {', '.join(wanted)} changed at {newest}, "
+                        f"after revision {revision}; read at {newest} or later",
+                    )
+            at = await self._sync()
+            if attempt:
+                await asyncio.sleep(_JITTER.uniform(0, 0.01 * attempt))
+        raise Unavailable(f"{self.url}: {', '.join(wanted)} kept changing under every read")
+
+    def _entries(self, nodes: dict[str, Node], bounds: List | None) -> list[Entry]:
+        found = []
+        for key, node in nodes.items():
+            entry = wire.decode(key, node.data, node.stat)
+            if entry is not None and (bounds is None or bounds.within(key)):
+                found.append(entry)
+        found.sort(key=lambda entry: entry.key)
+        return found
+
+    async def _walk(
+        self, prefixes: Iterable[str], bounds: List | None = None
+    ) -> tuple[dict[str, Node], int] | None:
+        """Every znode under `prefixes` (by key; the chroot itself left out) and the newest
+        zxid among what was read; None when a znode vanished between two reads."""
+        found: dict[str, Node] = {}
+        newest = 0
+        level: list[tuple[str, Node | None]] = []
+        for prefix in prefixes:
+            if prefix == ROOT:
+                level.append((ROOT, None))
+                continue
+            node = await self._read(self._path(prefix))
+            if node is None:
+                newest = max(newest, await self._anchor(prefix))
+                continue
+            level.append((prefix, node))
+        while level:
+            parents = [key for key, node in level if node is None or node.stat.numChildren]
+            for key, node in level:
+                if node is not None:
+                    newest = max(newest, node.stat.mzxid, node.stat.pzxid)
+                    found[key] = node
+            listed = await asyncio.gather(*(self._children(self._path(k)) for k in parents))
+            keys: list[str] = []
+            for parent, result in zip(parents, listed, strict=True):
+                if result is None:
+                    return None
+                names, stat = result
+                newest = max(newest, stat.pzxid, stat.mzxid)
+                base = "" if parent == ROOT else parent
+                for name in names:
+                    key = f"{base}/{wire.key_name(name)}"
+                    if bounds is None or _may_hold(bounds, key):
+                        keys.append(key)
+            nodes = await asyncio.gather(*(self._read(self._path(key)) for key in keys))
+            if any(node is None for node in nodes):
+                return None
+            level = list(zip(keys, nodes, strict=True))
+        return found, newest
+
+    async def _children(self, path: str) -> tuple[list[str], ZnodeStat] | None:
+        reply = await self._request(GetChildren2(path, None))
+        if isinstance(reply.error, NoNodeError):
+            return None
+        if reply.error is not None:
+            raise wire.contract_error(reply.error, f"{self.url}: children of {path}")
+        children, stat = reply.value
+        return list(children), stat
+
+    async def _anchor(self, key: str) -> int:
+        """The pzxid of the nearest znode above `key` that exists: the last time a child
+        appeared or vanished there (so the last time `key` could have)."""
+        path = self._path(key)
+        while path != self._root:
+            path = path.rsplit("/", 1)[0]
+            stat = await self._exists(path)
+            if stat is not None:
+                return int(stat.pzxid)
+        raise Unavailable(f"{self.url}: the chroot {self._root} is gone")
+
+    # -- writes ------------------------------------------------------------------------
+
+    async def _put(self, op: Put) -> int:
+        return (await self._txn(Txn((), (op,), ()))).revision
+
+    async def _txn(self, txn: Txn) -> TxnResult:
+        for attempt in range(_ATTEMPTS):
+            try:
+                return await self._try_txn(txn)
+            except _Stale:
+                await asyncio.sleep(_JITTER.uniform(0, 0.002 * (attempt + 1)))
+        raise Unavailable(f"{self.url}: a transaction kept conflicting ({_ATTEMPTS} tries)")
+
+    async def _try_txn(self, txn: Txn) -> TxnResult:
+        """Read, evaluate the compares, plan the branch as one multi and commit it; `_Stale`
+        when what was read changed before the multi (or, read-only, during the reads)."""
+        read_at = self._seen
+        plan = await self._plan(txn)
+        succeeded = all(_holds(plan, compare) for compare in txn.compares)
+        branch = txn.on_success if succeeded else txn.on_failure
+        lease = self._lease_for(branch, plan)
+        for compare in txn.compares:
+            if compare.whole_prefix:
+                self._guard_prefix(plan, compare.key)
+            else:
+                self._guard(plan, compare.key)
+        results = [self._apply(plan, op, lease) for op in branch]
+        if not plan.ops:  # nothing written: the reads hold at one revision, or read again
+            if plan.single:  # one znode read: it holds at the zxid of its reply
+                read_at = plan.single
+            elif plan.newest > read_at:
+                raise _Stale
+            return TxnResult(succeeded, read_at, tuple(_at(r, read_at) for r in results))
+        zxid = await self._commit([*plan.guards, *plan.ops], lease)
+        return TxnResult(succeeded, zxid, tuple(_at(r, zxid) for r in results))
+
+    async def _plan(self, txn: Txn) -> _Plan:
+        keys: set[str] = set()
+        prefixes: set[str] = set()
+        for compare in txn.compares:
+            (prefixes if compare.whole_prefix else keys).add(compare.key)
+        for op in (*txn.on_success, *txn.on_failure):
+            if isinstance(op, List | DeletePrefix):
+                prefixes.add(op.prefix)
+            else:
+                keys.add(op.key)
+        for key in list(keys) + [p for p in prefixes if p != ROOT]:
+            keys.update(_ancestors(key))
+        paths = sorted(keys)
+        read, tree = await asyncio.gather(
+            asyncio.gather(*(self._read_at(self._path(key)) for key in paths)),
+            self._walk(sorted(prefixes)),
+        )
+        if tree is None:
+            raise _Stale
+        nodes: dict[str, Node | None] = {k: r[0] for k, r in zip(paths, read, strict=True)}
+        looked_at = {compare.key for compare in txn.compares if not compare.whole_prefix} | {
+            op.key for op in (*txn.on_success, *txn.on_failure) if isinstance(op, Get)
+        }
+        single = 0
+        if not prefixes and len(looked_at) == 1:
+            single = dict(zip(paths, read, strict=True))[next(iter(looked_at))][1]
+        nodes.update(tree[0])
+        newest = tree[1]
+        znodes: dict[str, _Znode | None] = {}
+        entries: dict[str, Entry | None] = {}
+        for key, node in nodes.items():
+            if node is None:
+                znodes[key] = None
+                entries[key] = None
+                continue
+            newest = max(newest, node.stat.mzxid, node.stat.pzxid)
+            entry = wire.decode(key, node.data, node.stat)
+            znodes[key] = _Znode(
+                node.stat.version,
+                node.stat.numChildren,
+                wire.lease_of(node.stat.ephemeralOwner),
+                entry,
+            )
+            entries[key] = entry
+        as_read = {
+            key: None if z is None else _Znode(z.version, z.children, z.owner, z.entry)
+            for key, z in znodes.items()
+        }
+        return _Plan(znodes, entries, newest, as_read, single)
+
+    def _lease_for(self, branch: tuple[Any, ...], plan: _Plan) -> int:
+        """The lease whose session runs the multi: the one the branch puts keys with (one at
+        most: a multi runs on one session); else the lease of a compared ephemeral key this
+        store holds, so that a write fenced on it cannot commit once that session is gone."""
+        leases = {op.lease for op in branch if isinstance(op, Put) and op.lease}
+        if len(leases) > 1:
+            raise InvalidTxn(
+                "on ZooKeeper a transaction puts keys with one lease at most (a lease is a "
+                "session, and a multi runs on one session)"
+            )
+        for lease in leases:
+            session = self._leases.get(lease)
+            if session is None or session.lost:
+                raise LeaseNotFound(lease)
+            return lease
+        for znode in plan.znodes.values():
+            if znode is not None and znode.owner in self._leases:
+                return znode.owner
+        return 0
+
+    def _guard(self, plan: _Plan, key: str) -> None:
+        """Pin what was read of `key` in the multi: its znode's data version, or, missing,
+        the absence of the first missing znode on its path (created and deleted again)."""
+        if key in plan.guarded:
+            return
+        plan.guarded.add(key)
+        original = plan.read.get(key)
+        if original is not None:
+            plan.guards.append(CheckVersion(self._path(key), original.version))
+            return
+        top = next(
+            path for path in [*reversed(list(_ancestors(key))), key] if plan.read.get(path) is None
+        )
+        if top in plan.guarded and top != key:
+            return
+        plan.guarded.add(top)
+        plan.guards.append(Create(self._path(top), b"", OPEN_ACL_UNSAFE, 0))
+        plan.guards.append(DeleteNode(self._path(top), 0))
+
+    def _guard_prefix(self, plan: _Plan, prefix: str) -> None:
+        """Pin "no key under `prefix`" (or, when there were keys, one of them): the znodes
+        left under an empty prefix are parents no key needs any more, deleted here, so that
+        a key created under one meanwhile fails the multi."""
+        under = sorted((k for k in plan.znodes if in_prefix(k, prefix)), reverse=True)
+        keys = [k for k in under if plan.entries.get(k) is not None]
+        if keys:
+            self._guard(plan, keys[0])
+            return
+        if prefix != ROOT and plan.znodes.get(prefix) is None:
+            self._guard(plan, prefix)
+            return
+        for key in under:
+            znode = plan.znodes[key]
+            if znode is not None and znode.children == 0 and znode.owner == 0:
+                plan.guards.append(DeleteNode(self._path(key), znode.version))
+                self._drop(plan, key)
+
+    def _apply(self, plan: _Plan, op: Any, lease: int) -> OpResult:
+        if isinstance(op, Get):
+            self._guard(plan, op.key)
+            return plan.entries.get(op.key)
+        if isinstance(op, List):
+            entries = [
+                e
+                for k, e in sorted(plan.entries.items())
+                if e is not None and in_prefix(k, op.prefix)
+            ]
+            selected, more = select(entries, op)
+            return Listing(tuple(selected), _PENDING, more)
+        if isinstance(op, Put):
+            self._write(plan, op, lease)
+            return _PENDING
+        if isinstance(op, Delete):
+            return self._delete(plan, op.key)
+        count = sum(
+            self._delete(plan, key)
+            for key in sorted(plan.entries, reverse=True)
+            if plan.entries[key] is not None and in_prefix(key, op.prefix)
+        )
+        for key in sorted(plan.znodes, reverse=True):
+            znode = plan.znodes[key]
+            if in_prefix(key, op.prefix) and znode is not None and znode.children == 0:
+                plan.ops.append(DeleteNode(self._path(key), znode.version))
+                self._drop(plan, key)
+        return count
+
+    def _write(self, plan: _Plan, op: Put, lease: int) -> None:
+        key, path = op.key, self._path(op.key)
+        current = plan.znodes.get(key)
+        before = current.entry if current is not None else None
+        version = before.version + 1 if before is not None else 1
+        created = before.create_revision if before is not None else 0
+        flags = _EPHEMERAL if op.lease else 0
+        if current is None:
+            for ancestor in reversed(list(_ancestors(key))):
+                above = plan.znodes.get(ancestor)
+                if above is None:
+                    plan.ops.append(Create(self._path(ancestor), b"", OPEN_ACL_UNSAFE, 0))
+                    self._add(plan, ancestor, _Znode(0, 0, 0, None))
+                elif above.owner:
+                    raise InvalidRequest(
+                        f"{key}: {ancestor} was put with a lease: an ephemeral znode on "
+                        "ZooKeeper, which cannot have keys under it"
+                    )
+            plan.ops.append(Create(path, wire.encode(op.value, 1, 0), OPEN_ACL_UNSAFE, flags))
+            self._add(plan, key, _Znode(0, 0, op.lease, None))
+        elif current.owner == op.lease:
+            offset = version - (current.version + 1)
+            data = wire.encode(op.value, offset, created)
+            plan.ops.append(SetData(path, data, current.version))
+            current.version += 1
+        else:  # a lease taken or left: the znode is made again, of the right kind
+            if current.children:
+                raise InvalidRequest(
+                    f"{key}: a key with keys under it cannot change its lease on ZooKeeper "
+                    "(a leased key is an ephemeral znode, which has no children)"
+                )
+            plan.ops.append(DeleteNode(path, current.version))
+            data = wire.encode(op.value, version, created)
+            plan.ops.append(Create(path, data, OPEN_ACL_UNSAFE, flags))
+            plan.znodes[key] = _Znode(0, 0, op.lease, None)
+        entry = Entry(key, op.value, version, created or _PENDING, _PENDING, op.lease)
+        znode = plan.znodes[key]
+        assert znode is not None
+        znode.entry = entry
+        plan.entries[key] = entry
+
+    def _delete(self, plan: _Plan, key: str) -> int:
+        current = plan.znodes.get(key)
+        if current is None or current.entry is None:
+            self._guard(plan, key)
+            return 0
+        plan.entries[key] = None
+        if current.children:  # the znode stays for the keys under it
+            plan.ops.append(SetData(self._path(key), b"", current.version))
+            current.version += 1
+            current.entry = None
+            return 1
+        plan.ops.append(DeleteNode(self._path(key), current.version))
+        self._drop(plan, key)
+        for ancestor in _ancestors(key):  # the parents only this key needed
+            above = plan.znodes.get(ancestor)
+            if above is None or above.entry is not None or above.children:
+                break
+            plan.ops.append(DeleteNode(self._path(ancestor), above.version))
+            self._drop(plan, ancestor)
+        return 1
+
+    def _add(self, plan: _Plan, key: str, znode: _Znode) -> None:
+        plan.znodes[key] = znode
+        parent = _parent(key)
+        above = plan.znodes.get(parent) if parent != ROOT else None
+        if above is not None:
+            above.children += 1
+
+    def _drop(self, plan: _Plan, key: str) -> None:
+        plan.znodes[key] = None
+        parent = _parent(key)
+        above = plan.znodes.get(parent) if parent != ROOT else None
+        if above is not None:
+            above.children -= 1
+
+    async def _commit(self, ops: list[Any], lease: int) -> int:
+        session = self._leases.get(lease) if lease else None
+        client = session.client if session is not None else None
+        reply = await self._request(Transaction(ops), client)
+        error = reply.error
+        if error is None and isinstance(reply.value, list):
+            failed = [r for r in reply.value if isinstance(r, Exception)]
+            error = next((r for r in failed if not isinstance(r, RolledBackError)), None)
+            if error is None and failed:
+                error = failed[0]
+        if isinstance(error, BadVersionError | NoNodeError | NodeExistsError | NotEmptyError):
+            raise _Stale
+        if error is not None:
+            if session is not None and session.lost:
+                raise LeaseNotFound(lease)
+            raise wire.contract_error(error, f"{self.url}: transaction")
+        return reply.zxid
+
+    # -- compaction: there is no history -----------------------------------------------
+
+    async def _compact(self, revision: int) -> None:
+        """ZooKeeper keeps no history: nothing to forget. A future revision is refused."""
+        current = await self._sync()
+        if revision > current:
+            raise InvalidRequest(f"revision {revision} is in the future (current {current})")
+
+    # -- leases ------------------------------------------------------------------------
+
+    async def _grant(self, ttl: int) -> Lease:
+        client = KazooClient(
+            hosts=",".join(self._options.hosts),
+            timeout=float(min(ttl, _LONGEST_SESSION)),
+            connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0},
+            logger=log,
+        )
+        session = _LeaseSession(client)
+        wire.no_heartbeat(client)
+        wire.on_negotiated(client, lambda seconds: setattr(session, "ttl", seconds))
+        client.add_listener(lambda state: self._lease_state(session, state))
+        try:
+            await asyncio.to_thread(client.start, self._options.timeout)
+        except Exception as error:
+            await asyncio.to_thread(_stop, client)
+            raise wire.contract_error(error, f"{self.url}: granting a lease") from None
+        session.id = wire.lease_of(client.client_id[0])
+        self._leases[session.id] = session
+        return Lease(session.id, max(1, int(round(session.ttl * 1000) // 1000)))
+
+    def _lease_state(self, session: _LeaseSession, state: str) -> None:
+        """From kazoo's thread: a lost session is an expired lease; kazoo would open a new
+        session on its own, so its client is stopped instead."""
+        if state == KazooState.LOST and not session.lost:
+            session.lost = True
+            log.info("lease %d expired", session.id)
+            self._loop.call_soon_threadsafe(self._lease_lost, session)
+
+    def _lease_lost(self, session: _LeaseSession) -> None:
+        self._loop.run_in_executor(None, _stop, session.client)
+
+    async def _refresh(self, lease: int, timeout: float | None) -> int:
+        session = self._leases.get(lease)
+        if session is None or session.lost:
+            raise LeaseNotFound(lease)
+        future = wire.call(session.client, self._loop, Exists(self._root, None))
+        try:
+            async with asyncio.timeout(timeout or self._options.timeout):
+                reply = await asyncio.shield(future)
+        except TimeoutError:
+            raise Unavailable(f"{self.url}: lease {lease} not refreshed in time") from None
+        if session.lost:
+            raise LeaseNotFound(lease)
+        if reply.error is not None:
+            raise wire.contract_error(reply.error, f"{self.url}: refreshing lease {lease}")
+        return max(1, int(round(session.ttl * 1000) // 1000))
+
+    async def _revoke(self, lease: int) -> None:
+        session = self._leases.pop(lease, None)
+        if session is None or session.lost:
+            raise LeaseNotFound(lease)
+        session.lost = True
+        await asyncio.to_thread(_stop, session.client)
+
+    # -- watches -----------------------------------------------------------------------
+
+    def _watch(self, prefix: str, start_revision: int | None) -> Watch:
+        from metaplane.store._zookeeper_watch import ZooKeeperWatch
+
+        return ZooKeeperWatch(self, prefix, start_revision)
+
+    def _watch_prefixes(self, prefixes: frozenset[str], start_revision: int | None) -> PrefixWatch:
+        from metaplane.store._zookeeper_watch import ZooKeeperPrefixWatch
+
+        return ZooKeeperPrefixWatch(self, prefixes, start_revision)
+
+    async def _install_watch(self) -> None:
+        """One persistent recursive watch on the chroot for the store's session: every
+        watch of this store is served from its notifications."""
+        await self._value(wire.AddWatch(self._root, wire.PERSISTENT_RECURSIVE))
+        self._watching = True
+
+    def follow(self, follower: Any) -> tuple[int, list[str]]:
+        """Register `follower` for notifications: the zxid after which every change is
+        notified to it, and the keys notified since that zxid's reply (changes after it)."""
+        self._followers.add(follower)
+        if not self._watching:
+            follower.fail(Unavailable(f"{self.url}: the watch is being set up again"))
+        return self._seen, [k for k in (self._key(p) for p in self._recent) if k is not None]
+
+    def unfollow(self, follower: Any) -> None:
+        self._followers.discard(follower)
+
+    def _notified(self, event_type: int, path: str) -> None:
+        """From kazoo's connection thread: a znode changed."""
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._dispatch, path)
+
+    def _dispatch(self, path: str) -> None:
+        self._recent.append(path)
+        key = self._key(path)
+        if key is None:
+            return
+        for follower in list(self._followers):
+            follower.hint(key)
+
+    def _state_changed(self, state: str) -> None:
+        """From kazoo's thread: a connection lost loses the watch's notifications."""
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._connection_state, state)
+
+    def _connection_state(self, state: str) -> None:
+        if self._closed:
+            return
+        if state in (KazooState.SUSPENDED, KazooState.LOST):
+            self._watching = False
+            for follower in list(self._followers):
+                follower.fail(Unavailable(f"{self.url}: connection to ZooKeeper lost ({state})"))
+        elif state == KazooState.CONNECTED and not self._watching:
+            self._loop.create_task(self._rewatch())
+
+    async def _rewatch(self) -> None:
+        try:
+            await self._install_watch()
+        except Exception as error:  # the next connection change tries again
+            log.warning("%s: persistent watch not set up again: %s", self.url, error)
+
+    async def read_back(self, key: str) -> tuple[Entry | None, int]:
+        """A key as it is now, and when absent the revision it is absent since (at the
+        latest): the mzxid of its znode left for children, or the pzxid above it."""
+        node = await self._read(self._path(key))
+        if node is not None:
+            entry = wire.decode(key, node.data, node.stat)
+            return entry, int(node.stat.mzxid)
+        return None, await self._anchor(key)
+
+    async def sync(self) -> int:
+        return await self._sync()
+
+    @property
+    def seen(self) -> int:
+        return self._seen
+
+    # -- life cycle --------------------------------------------------------------------
+
+    async def _close(self) -> None:
+        if self._closed:
+            return
+        for follower in list(self._followers):
+            follower.fail(None)
+        sessions = list(self._leases.values())
+        self._leases.clear()
+        self._closed = True
+        await asyncio.gather(*(asyncio.to_thread(_stop, s.client) for s in sessions))
+        await asyncio.to_thread(_stop, self._client)
+
+
+def _stop(client: KazooClient) -> None:
+    try:
+        client.stop()
+        client.close()
+    except Exception as error:  # a client that never connected: nothing to close
+        log.debug("kazoo client stop: %s", error)
+
+
+def _ancestors(key: str) -> Iterable[str]:
+    """The keys above `key`, nearest first, without the root."""
+    end = key.rfind("/")
+    while end > 0:
+        key = key[:end]
+        yield key
+        end = key.rfind("/")
+
+
+def _parent(key: str) -> str:
+    end = key.rfind("/")
+    return key[:end] if end > 0 else ROOT
+
+
+def _may_hold(bounds: List, key: str) -> bool:
+    """Whether the subtree of `key` may hold a key within `bounds`' start and end."""
+    if bounds.start_after is not None and prefix_end(key) <= bounds.start_after:
+        return False
+    return bounds.end_before is None or key < bounds.end_before
+
+
+def _holds(plan: _Plan, compare: Any) -> bool:
+    if not compare.whole_prefix:
+        return bool(compare.holds(plan.entries.get(compare.key)))
+    return not any(e is not None and in_prefix(k, compare.key) for k, e in plan.entries.items())
+
+
+def _at(result: OpResult, zxid: int) -> OpResult:
+    """A result with the multi's zxid where it was not known before."""
+    if result == _PENDING and type(result) is int:
+        return zxid
+    if isinstance(result, Entry):
+        return _entry_at(result, zxid)
+    if isinstance(result, Listing):
+        entries = tuple(_entry_at(entry, zxid) for entry in result.entries)
+        return Listing(entries, zxid, result.more)
+    return result
+
+
+def _entry_at(entry: Entry, zxid: int) -> Entry:
+    if _PENDING not in (entry.create_revision, entry.mod_revision):
+        return entry
+    return Entry(
+        entry.key,
+        entry.value,
+        entry.version,
+        zxid if entry.create_revision == _PENDING else entry.create_revision,
+        zxid if entry.mod_revision == _PENDING else entry.mod_revision,
+        entry.lease,
+    )

@@ -1,0 +1,236 @@
+"""kazoo for asyncio: requests put on a kazoo client's queue, replies resolved on the event
+loop together with the zxid of the reply that carried them; the znode data format of a key;
+the requests kazoo 2.11 lacks (`AddWatch`, ZooKeeper 3.6's persistent recursive watch).
+
+kazoo runs its connection in a thread of its own. Replies and watch notifications are handed
+to the loop with `call_soon_threadsafe` from that thread, in the order they came off the
+socket: ZooKeeper sends the notification of a change before the reply to any later request,
+so a watch that has a reply at zxid Z has every notification of a change up to Z.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import re
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo import retry as kazoo_retry  # type: ignore[import-untyped]
+from kazoo.client import KazooClient  # type: ignore[import-untyped]
+from kazoo.exceptions import (  # type: ignore[import-untyped]
+    AuthFailedError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NoAuthError,
+    NoChildrenForEphemeralsError,
+    OperationTimeoutError,
+    SessionExpiredError,
+    ZookeeperError,
+)
+from kazoo.protocol import connection as kazoo_connection  # type: ignore[import-untyped]
+from kazoo.protocol.serialization import Watch, int_struct, write_string  # type: ignore[import-untyped]
+from kazoo.protocol.states import ZnodeStat  # type: ignore[import-untyped]
+
+from metaplane.store._errors import (
+    InvalidRequest,
+    MetadataError,
+    PermissionDenied,
+    Unavailable,
+)
+from metaplane.store._model import MAX_INT64, Entry
+
+# kazoo draws its reconnection and ping jitter from the process's global random state, in
+# its own threads, under the feet of whoever seeded it (hypothesis checks it did not move):
+# it gets a generator of its own.
+kazoo_connection.random = random.Random()
+kazoo_retry.random = random.Random()
+
+PERSISTENT_RECURSIVE = 1
+"""AddWatchMode.PERSISTENT_RECURSIVE of ZooKeeper 3.6+."""
+
+_HEADER = struct.Struct(">Bqq")
+_KEY_MARK = 1
+
+
+class AddWatch:
+    """ZooKeeper 3.6's addWatch (opcode 106), which kazoo 2.11 does not have."""
+
+    type = 106
+
+    def __init__(self, path: str, mode: int) -> None:
+        self.path = path
+        self.mode = mode
+
+    def serialize(self) -> bytearray:
+        return bytearray(write_string(self.path) + int_struct.pack(self.mode))
+
+    @classmethod
+    def deserialize(cls, buffer: bytes, offset: int) -> bool:
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A request's outcome: its value or the kazoo exception, and the zxid of the reply."""
+
+    value: Any
+    error: BaseException | None
+    zxid: int
+
+
+class _Pending:
+    """The async result kazoo sets from its connection thread (`set` / `set_exception`)."""
+
+    def __init__(self, client: KazooClient, deliver: Callable[[Reply], None]) -> None:
+        self._client = client
+        self._deliver = deliver
+
+    def set(self, value: Any = None) -> None:
+        self._deliver(Reply(value, None, self._client.last_zxid))
+
+    def set_exception(self, error: BaseException) -> None:
+        self._deliver(Reply(None, error, self._client.last_zxid))
+
+
+def call(
+    client: KazooClient,
+    loop: asyncio.AbstractEventLoop,
+    request: Any,
+    observe: Callable[[Reply], None] | None = None,
+) -> asyncio.Future[Reply]:
+    """Queue `request` on `client`; the future resolves on `loop` with its Reply, after
+    `observe(reply)` ran on the loop (in the order of the connection's stream)."""
+    future: asyncio.Future[Reply] = loop.create_future()
+
+    def resolve(reply: Reply) -> None:
+        if observe is not None:
+            observe(reply)
+        if not future.done():
+            future.set_result(reply)
+
+    def deliver(reply: Reply) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(resolve, reply)
+
+    client._call(request, _Pending(client, deliver))
+    return future
+
+
+def on_notification(client: KazooClient, listener: Callable[[int, str], None]) -> None:
+    """Call `listener(event type, path)` from kazoo's connection thread for every watch
+    notification, before kazoo's own (one-shot) watchers see it: kazoo 2.11 dispatches only
+    to one-shot watchers, and a persistent recursive watch names the changed node."""
+    connection = client._connection
+    original = connection._read_watch_event
+
+    def read_watch_event(buffer: bytes, offset: int) -> Any:
+        watch, _ = Watch.deserialize(buffer, offset)
+        listener(watch.type, watch.path)
+        return original(buffer, offset)
+
+    connection._read_watch_event = read_watch_event
+
+
+def no_heartbeat(client: KazooClient) -> None:
+    """Stop kazoo from pinging on its own: a lease's session must expire unless refreshed."""
+    client._connection._send_ping = lambda connect_timeout: None
+
+
+def on_negotiated(client: KazooClient, listener: Callable[[float], None]) -> None:
+    """Call `listener(session timeout in seconds)` each time the session is (re)negotiated
+    (kazoo keeps the negotiated timeout to itself: its read timeout is two thirds of it)."""
+    connection = client._connection
+    original = connection._connect
+
+    def connect(*args: Any) -> Any:
+        read_timeout, connect_timeout = original(*args)
+        listener(read_timeout * 1.5 / 1000.0)
+        return read_timeout, connect_timeout
+
+    connection._connect = connect
+
+
+def contract_error(error: BaseException, what: str) -> MetadataError:
+    """kazoo's exception as the contract's, converted here and nowhere else."""
+    if isinstance(error, MetadataError):
+        return error
+    if isinstance(error, NoAuthError | AuthFailedError):
+        return PermissionDenied(f"{what}: {type(error).__name__}")
+    if isinstance(error, NoChildrenForEphemeralsError):
+        return InvalidRequest(
+            f"{what}: a key put with a lease is an ephemeral znode on ZooKeeper, which "
+            "cannot have keys under it"
+        )
+    if isinstance(
+        error,
+        ConnectionLoss | ConnectionClosedError | OperationTimeoutError | SessionExpiredError,
+    ):
+        return Unavailable(f"{what}: ZooKeeper unreachable ({type(error).__name__})")
+    if isinstance(error, ZookeeperError | KazooException):
+        return Unavailable(f"{what}: ZooKeeper error {type(error).__name__}")
+    return Unavailable(f"{what}: {error!r}")
+
+
+# -- znode names ---------------------------------------------------------------------------
+#
+# ZooKeeper refuses in a path what UTF-16 cannot hold in one unit (every character above
+# U+FFFF), the private use area and U+FFF0-U+FFFF, all valid in a key: those, and the escape
+# character itself, are written %XXXXXX (six hex digits).
+
+_UNSAFE = re.compile("[%\ue000-\uf8ff\ufff0-\uffff\U00010000-\U0010ffff]")
+_ESCAPED = re.compile("%([0-9a-f]{6})")
+
+
+def znode_name(key: str) -> str:
+    """`key` as a ZooKeeper path."""
+    return _UNSAFE.sub(lambda match: f"%{ord(match.group()):06x}", key)
+
+
+def key_name(path: str) -> str:
+    """The key of a ZooKeeper path `znode_name` made."""
+    if "%" not in path:
+        return path
+    return _ESCAPED.sub(lambda match: chr(int(match.group(1), 16)), path)
+
+
+# -- the data of a znode -------------------------------------------------------------------
+#
+# A key's znode holds a header and the value: a mark, `offset` (the key's version is the
+# znode's data version + offset: a key may first be written on a znode that existed as an
+# implicit parent, and keeps its version across a lease change that recreates the znode),
+# and the key's create_revision (0: the znode's mzxid, true as long as the write that made
+# the key is the znode's last: every later write stores it). A znode with any other data
+# (empty) is an implicit parent, or what a deleted key leaves for its children.
+
+
+def encode(value: bytes, offset: int, create_revision: int) -> bytes:
+    return _HEADER.pack(_KEY_MARK, offset, create_revision) + value
+
+
+def is_key(data: bytes) -> bool:
+    return len(data) >= _HEADER.size and data[0] == _KEY_MARK
+
+
+def decode(key: str, data: bytes, stat: ZnodeStat) -> Entry | None:
+    """The entry a znode holds, or None when it is not a key."""
+    if not is_key(data):
+        return None
+    _, offset, create_revision = _HEADER.unpack_from(data)
+    return Entry(
+        key,
+        data[_HEADER.size :],
+        stat.version + offset,
+        create_revision or stat.mzxid,
+        stat.mzxid,
+        lease_of(stat.ephemeralOwner),
+    )
+
+
+def lease_of(session_id: int) -> int:
+    """The lease id of a ZooKeeper session: its id within the contract's int64 range."""
+    return session_id & MAX_INT64
