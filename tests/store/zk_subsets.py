@@ -10,7 +10,3 @@ MERGED = (
     "a ZooKeeper watch reads each notified key back: changes between two reads arrive "
     "merged (a key created and deleted in between shows nothing)"
 )
-SESSION = (
-    "a ZooKeeper lease is a session, and opening or closing one is a transaction: the zxid "
-    "(the revision) moves on grant and revoke"
-)
