@@ -11,6 +11,16 @@ Sections (run one or all; each adds its rows and targets to one table and one JS
   and under a writer (a key every 50 ms, from another process), and on etcd. Targets
   (issue 13): a cache start ≤ 1.5× the read; a snapshot ≤ 1.5× the read plus a process
   start (`metaplane --help`); its peak memory ≤ 500 MB.
+- memory: a LocalCache's bytes per key once started over the whole store (tracemalloc:
+  what it still holds after `start`), beside plain tuples of the same six fields in a dict
+  with a sorted list of the keys; and each backend's bytes per key on disk (sqlite: the
+  file after the keys were written, without change history; etcd: its bolt file after one
+  put per key, uncompacted), beside the raw bytes of the keys and values; and a standalone
+  ZooKeeper's live heap per znode (raw kazoo; `jcmd GC.class_histogram` before and after
+  creating the smallest size's keys and their ancestors).
+- typed: typed reads per second through a manager served from the cache
+  (`SubscriptionManager.cursor`) and through `Reader.get`, beside the raw `LocalCache.get`
+  of the same keys in the same rounds. Target (issue 13): ≥ 1,000,000 typed reads a second.
 
 Every measure is a round of paired runs in alternating order (the peer first in even
 rounds, last in odd ones); the table gives the median of each ratio over the rounds and
@@ -22,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import platform
@@ -32,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,14 +51,20 @@ from typing import Any
 
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from aetcd import rpc
+from kazoo.client import KazooClient  # type: ignore[import-untyped]
 from rich.console import Console
 from rich.table import Table
+from sortedcontainers import SortedList
 
+from metaplane import layout
 from metaplane.cache import LocalCache
+from metaplane.layout import TopicName
 from metaplane.pipeline import SynthSpec, read_snapshot, synth_snapshot, topics_for_keys
-from metaplane.store import EtcdStore, MetadataStore, SqliteStore, connect_store
+from metaplane.resources import Reader, SubscriptionManager, decode_value, encode
+from metaplane.store import EtcdStore, MemoryStore, MetadataStore, Put, SqliteStore, connect_store
 from metaplane.store._etcd_wire import entry_of
 from metaplane.testing import EtcdMember
+from metaplane.testing.zookeeper import ZooKeeperServer
 
 WRITER_PERIOD = 0.05
 RESULTS = Path("benchmarks/results/scale_bench.json")
@@ -66,6 +84,7 @@ class Row:
     ratios: list[float] = field(default_factory=list)
     target: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    unit: str = "s"
 
     @property
     def median(self) -> float:
@@ -272,8 +291,220 @@ async def reads_section(args: argparse.Namespace, work: Path, console: Console) 
     return rows
 
 
+# -- the memory section ------------------------------------------------------------------
+
+
+async def cache_bytes(store: MetadataStore) -> tuple[int, int]:
+    """(bytes a started LocalCache of every key still holds, its keys), by tracemalloc."""
+    gc.collect()
+    tracemalloc.start()
+    cache = LocalCache(store)
+    await cache.start()
+    await cache.aclose()  # stops its watch; the content stays referenced by `cache`
+    gc.collect()
+    held, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return held, len(cache)
+
+
+def tuple_bytes(data: list[tuple[str, bytes, int, int, int, int]]) -> int:
+    """Bytes of the same fields as plain tuples in a dict, and the keys in a sorted list
+    (copies made under tracemalloc, so none is shared with `data`)."""
+    gc.collect()
+    tracemalloc.start()
+    held = {}
+    for key, value, version, create, mod, lease in data:
+        copy = key.encode().decode()
+        held[copy] = (copy, bytes(bytearray(value)), version + 0, create + 0, mod + 0, lease)
+    keys = SortedList(held)
+    size, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del held, keys
+    return size
+
+
+def disk_row(size: int, backend: str, on_disk: int, data: list[Any]) -> Row:
+    raw = sum(len(key.encode()) + len(value) for key, value, *_ in data)
+    row = Row("memory", size, backend, "bytes/key on disk", "raw key + value", unit="B/key")
+    row.ours, row.theirs, row.ratios = [on_disk / len(data)], [raw / len(data)], [on_disk / raw]
+    row.extra = {"file_bytes": on_disk, "keys": len(data)}
+    return row
+
+
+def file_size(*paths: Path) -> int:
+    return sum(path.stat().st_size for path in paths if path.exists())
+
+
+async def memory_section(args: argparse.Namespace, work: Path, console: Console) -> list[Row]:
+    rows: list[Row] = []
+    for size in args.sizes:
+        data = rows_of(snapshot_of(size, work))
+        db = work / f"store-{size}.db"
+        if not db.exists():
+            await load_sqlite(db, data)
+        rows.append(disk_row(size, "sqlite", file_size(db, Path(f"{db}-wal")), data))
+        row = Row("memory", size, "sqlite", "cache bytes/key", "plain tuples", unit="B/key")
+        async with await connect_store(f"sqlite://{db}") as store:
+            for round_ in range(args.rounds):
+                ours = theirs = 0.0
+                for side in ("ours", "theirs") if round_ % 2 == 0 else ("theirs", "ours"):
+                    if side == "ours":
+                        held, keys = await cache_bytes(store)
+                        ours = held / keys
+                    else:
+                        theirs = tuple_bytes(data) / len(data)
+                row.ours.append(ours)
+                row.theirs.append(theirs)
+                row.ratios.append(ours / theirs)
+                console.log(f"{size:,} cache {ours:.0f} B/key, tuples {theirs:.0f} B/key")
+        rows.append(row)
+        member = EtcdMember(
+            work / f"etcd-mem-{size}", extra_args=["--quota-backend-bytes=8589934592"]
+        )
+        member.start()
+        try:
+            member.wait_ready()
+            await load_etcd(member.endpoint, data)
+            bolts = list((work / f"etcd-mem-{size}").rglob("member/snap/db"))
+            rows.append(disk_row(size, "etcd", file_size(*bolts), data))
+        finally:
+            member.kill()
+            shutil.rmtree(work / f"etcd-mem-{size}", ignore_errors=True)
+    rows.append(zookeeper_row(rows_of(snapshot_of(min(args.sizes), work)), work, console))
+    return rows
+
+
+def java_heap_bytes(pid: int) -> int:
+    """Live bytes on a JVM's heap: `jcmd GC.class_histogram` runs a full collection first."""
+    out = subprocess.run(
+        ["jcmd", str(pid), "GC.class_histogram"], capture_output=True, text=True, check=True
+    ).stdout
+    total = next(line for line in out.splitlines() if line.startswith("Total"))
+    return int(total.split()[2])
+
+
+def zookeeper_row(data: list[Any], work: Path, console: Console) -> Row:
+    """A standalone ZooKeeper's heap bytes per znode, with raw kazoo: every key of `data`
+    created as a znode (its ancestors too, as ZooKeeper needs them), the live heap measured
+    before and after. ZooKeeper keeps its whole tree in memory: the heap is what bounds it."""
+    server = ZooKeeperServer(work / "zookeeper")
+    server.start()
+    client = KazooClient(hosts=server.hosts, timeout=30)
+    try:
+        server.wait_ready()
+        assert server.process is not None
+        client.start()
+        before = java_heap_bytes(server.process.pid)
+        parents = sorted(
+            {key[:end] for key, *_ in data for end in _slashes(key)} - {key for key, *_ in data}
+        )
+        nodes = [(parent, b"") for parent in parents] + [(key, value) for key, value, *_ in data]
+        nodes.sort(key=lambda node: (node[0].count("/"), node[0]))
+        for start in range(0, len(nodes), 2_000):
+            pending = [
+                client.create_async(key, value) for key, value in nodes[start : start + 2_000]
+            ]
+            for result in pending:
+                result.get(timeout=60)
+        after = java_heap_bytes(server.process.pid)
+    finally:
+        client.stop()
+        client.close()
+        server.kill()
+    row = Row("memory", len(data), "zookeeper", "heap bytes/znode", "raw key + value", unit="B/key")
+    raw = sum(len(key.encode()) + len(value) for key, value, *_ in data)
+    per_node = (after - before) / len(nodes)
+    row.ours, row.theirs, row.ratios = [per_node], [raw / len(data)], [per_node * len(data) / raw]
+    row.extra = {
+        "znodes": len(nodes),
+        "keys": len(data),
+        "heap_before": before,
+        "heap_after": after,
+    }
+    console.log(f"zookeeper: {len(nodes):,} znodes, {per_node:.0f} heap bytes each")
+    return row
+
+
+def _slashes(key: str) -> list[int]:
+    """The ends of `key`'s ancestors (a znode's parents must exist before it)."""
+    return [i for i, char in enumerate(key) if char == "/" and i > 0]
+
+
+# -- the typed section -------------------------------------------------------------------
+
+TYPED_TOPICS = 10_000
+TYPED_READS = 200_000
+
+
+async def typed_section(args: argparse.Namespace, work: Path, console: Console) -> list[Row]:
+    """Seconds per million reads of cursors held by the cache: through the manager and
+    through `Reader.get`, each beside the raw `LocalCache.get` of the same keys."""
+    store = MemoryStore()
+    topics = [TopicName(f"ns{i % 10}", f"t{i:05d}") for i in range(TYPED_TOPICS)]
+    for start in range(0, len(topics), 128):
+        puts = [
+            Put(layout.cursor(t, "sub"), encode(i))
+            for i, t in enumerate(topics[start : start + 128])
+        ]
+        await store.txn([], puts, [])
+    cache = LocalCache(store, decoder=decode_value)
+    await cache.start()
+    manager = SubscriptionManager(store, cache)
+    reader = Reader(store, cache)
+    keys = [layout.cursor(topic, "sub") for topic in topics]
+    order = [i % TYPED_TOPICS for i in range(TYPED_READS)]
+
+    async def through_manager() -> None:
+        for i in order:
+            await manager.cursor(topics[i], "sub")
+
+    async def through_reader() -> None:
+        for i in order:
+            await reader.get(keys[i], int)
+
+    async def raw() -> None:
+        get = cache.get
+        for i in order:
+            get(keys[i])
+
+    await through_manager()  # every typed value made once, as a broker's first read does
+    rows = []
+    for case, typed in (
+        ("SubscriptionManager.cursor", through_manager),
+        ("Reader.get", through_reader),
+    ):
+        row = Row("typed", TYPED_TOPICS, "cache", f"{case} (s per 1M)", "LocalCache.get")
+        for round_ in range(args.rounds):
+            ours = theirs = 0.0
+            for side in ("ours", "theirs") if round_ % 2 == 0 else ("theirs", "ours"):
+                seconds = await timed(typed if side == "ours" else raw)
+                per_million = seconds * 1_000_000 / TYPED_READS
+                if side == "ours":
+                    ours = per_million
+                else:
+                    theirs = per_million
+            row.ours.append(ours)
+            row.theirs.append(theirs)
+            row.ratios.append(ours / theirs)
+        per_second = 1_000_000 / statistics.median(row.ours)
+        row.extra = {
+            "typed_per_s": per_second,
+            "raw_per_s": 1_000_000 / statistics.median(row.theirs),
+        }
+        console.log(f"{case}: {per_second:,.0f} typed reads/s")
+        rows.append(row)
+        target = Row("typed", TYPED_TOPICS, "cache", f"{case}: s per 1M vs 1 s", "target", unit="s")
+        target.ours, target.ratios, target.target = list(row.ours), list(row.ours), 1.0
+        rows.append(target)
+    await cache.aclose()
+    await store.aclose()
+    return rows
+
+
 SECTIONS: dict[str, Callable[[argparse.Namespace, Path, Console], Awaitable[list[Row]]]] = {
     "reads": reads_section,
+    "memory": memory_section,
+    "typed": typed_section,
 }
 """Each section measures its cases and returns its rows; more sections join here."""
 
@@ -287,18 +518,18 @@ def spread(values: list[float]) -> str:
 
 def render(rows: list[Row], console: Console) -> None:
     table = Table(title="scale: medians of paired rounds (spread: lowest–highest)")
-    for column in ("size", "backend", "case", "ours (s)", "peer", "peer (s)", "ratio", "spread"):
+    for column in ("size", "backend", "case", "ours", "peer", "peer's", "ratio", "spread"):
         table.add_column(column, justify="right" if column != "case" else "left")
     table.add_column("target")
     table.add_column("met")
     for row in rows:
-        theirs = f"{statistics.median(row.theirs):.2f}" if row.theirs else "—"
+        theirs = f"{statistics.median(row.theirs):.2f} {row.unit}" if row.theirs else "—"
         ours = statistics.median(row.ours)
         table.add_row(
             f"{row.size:,}",
             row.backend,
             row.case,
-            f"{ours:.2f}" if ours < 100 else f"{ours:.0f}",
+            (f"{ours:.2f}" if ours < 100 else f"{ours:.0f}") + f" {row.unit}",
             row.peer,
             theirs,
             f"{row.median:.2f}",
@@ -336,15 +567,20 @@ async def main() -> None:
             rows += await SECTIONS[name](args, work, console)
     render(rows, console)
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    ran = {row.section for row in rows}
+    kept = []
+    if args.out.exists():  # the rows of the sections not run this time stay
+        kept = [
+            row for row in json.loads(args.out.read_text())["rows"] if row["section"] not in ran
+        ]
     args.out.write_text(
         json.dumps(
             {
                 "benchmark": "scale",
                 "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
                 "rounds": args.rounds,
-                "rows": [
-                    {**asdict(row), "median_ratio": row.median, "met": row.met} for row in rows
-                ],
+                "rows": kept
+                + [{**asdict(row), "median_ratio": row.median, "met": row.met} for row in rows],
             },
             indent=2,
         )

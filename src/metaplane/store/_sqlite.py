@@ -83,8 +83,11 @@ _Job = tuple[Callable[[sqlite3.Connection], Any], "asyncio.Future[Any]", int]
 
 _MAX_GROUP_COST = 4_096
 """Operations a group of jobs writes at most: an urgent job waits at most for one group."""
-_MAX_EVENTS_READ = 2_000
-"""Changes a watch reads at a time (on the loop's thread: each read holds the loop)."""
+_MAX_EVENTS_READ = 500
+"""Changes a watch reads at a time. Each read holds the loop's thread, and every watch of
+the process that is behind takes its turn in each pass of the loop: ten caches catching up
+on a burst of 400,000 changes at 10,000 a read made a pass last seconds, past the lease
+refreshes' deadline."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
