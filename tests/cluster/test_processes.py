@@ -17,7 +17,7 @@ from metaplane.store import MetadataStore, connect_store
 from tests.cluster.test_cluster import converged, create_topics, owners
 from tests.store.processes import Child
 
-pytestmark = pytest.mark.backends("sqlite", "etcd", reason="broker processes share the store")
+pytestmark = pytest.mark.backends("sqlite", "etcd", "zk", reason="broker processes share the store")
 
 WORKER = Path(__file__).with_name("worker.py")
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from metaplane.store import connect_store
+from metaplane.store import Entry, connect_store
 from tests.store.processes import Child
 
-pytestmark = pytest.mark.backends("sqlite", "etcd", reason="processes share the store")
+pytestmark = pytest.mark.backends("sqlite", "etcd", "zk", reason="processes share the store")
 
 WORKER = Path(__file__).with_name("worker.py")
 TTL = 2
@@ -142,6 +142,14 @@ async def test_a_paused_leader_is_fenced_and_steps_down(nodes: Nodes, store_url:
     await assert_no_two_leaders(store_url)
 
 
+def writes_around(writes: list[Entry], epochs: list[int]) -> str:
+    """The writes around the first whose epoch goes back (what a failure shows)."""
+    back = next(i for i in range(1, len(epochs)) if epochs[i] < epochs[i - 1])
+    return "\n".join(
+        f"{e.key} {e.value.decode()} at {e.mod_revision}" for e in writes[back - 3 : back + 3]
+    )
+
+
 async def assert_no_two_leaders(url: str) -> None:
     """Every leader-only write, in revision order: epochs never go back, and each epoch's
     writes come from one node."""
@@ -154,6 +162,6 @@ async def assert_no_two_leaders(url: str) -> None:
         node, epoch = (int(part) for part in entry.value.decode().split(":"))
         nodes_of.setdefault(epoch, set()).add(node)
         epochs.append(epoch)
-    assert epochs == sorted(epochs)
+    assert epochs == sorted(epochs), writes_around(writes, epochs)
     assert all(len(writers) == 1 for writers in nodes_of.values()), nodes_of
     assert len(nodes_of) >= 2

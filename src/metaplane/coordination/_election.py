@@ -62,8 +62,9 @@ class LeaderElection:
 
     Leadership alone guarantees nothing: a leader may be paused, partitioned or deposed
     between learning that it leads and the moment its write lands. Every leader-only write
-    is a change guarded by `fenced()` (or applied by `apply()`), which compares the leader
-    key's create_revision with this node's token: a deposed leader's write fails with
+    is a change guarded by `fences()` (or applied by `apply()`), which compare the leader
+    key's create_revision with this node's token, and the epoch key's mod_revision with it
+    too (see `fences`): a deposed leader's write fails with
     `Fenced` and writes nothing. A leader whose session is suspended stops acting at once
     (listeners hear `None`, and a change not yet sent is refused before it leaves), before
     its lease can expire; if the session recovers with the same lease, it leads again with
@@ -118,6 +119,16 @@ class LeaderElection:
         is sent once this node has stopped leading (its session suspended, say). A change
         refused by it raises `Fenced`, and this node steps down. Raises Fenced at once if
         this node does not lead."""
+        return self.fences()[0]
+
+    def fences(self) -> tuple[Condition, Condition]:
+        """`fenced()`, and the same fence on the epoch key: its mod_revision is the leader
+        key's create_revision (one transaction wrote both) until another node is elected.
+        The epoch key is never deleted, so a store that checks a compare by a version that
+        restarts when a key is created again (ZooKeeper's znode versions) still tells this
+        epoch's key from a later one, where a leader key deleted and created again by the
+        next leader may look unchanged to it. Raises Fenced at once if this node does not
+        lead."""
         token = self._token
         if token is None or not self.session.alive:
             raise Fenced(f"node {self.node_id} is not the leader")
@@ -130,13 +141,14 @@ class LeaderElection:
             if self._token is not token or not self.session.alive:
                 raise Fenced(f"node {self.node_id} (epoch {token.epoch}) stopped leading")
 
-        compare = Compare.create_revision(self._key, "==", token.create_revision)
-        return Condition(compare, refusal, local)
+        leader = Compare.create_revision(self._key, "==", token.create_revision)
+        epoch = Compare.mod_revision(self._epoch_key, "==", token.create_revision)
+        return Condition(leader, refusal, local), Condition(epoch, refusal, local)
 
     async def apply(self, change: Change, policy: RetryPolicy | None = None) -> int:
-        """Apply `change` as a leader-only write (guarded by `fenced()`): its revision, or
+        """Apply `change` as a leader-only write (guarded by `fences()`): its revision, or
         `Fenced` once another node leads, or the typed error of its own failed condition."""
-        return await Writer(self._store, policy).apply(change.guarded(self.fenced()))
+        return await Writer(self._store, policy).apply(change.guarded(*self.fences()))
 
     async def leader(self) -> tuple[int, int] | None:
         """The current leader's node id and epoch, read from the store."""
