@@ -20,6 +20,9 @@ from metaplane.store import (
     WatchBatch,
 )
 from metaplane.testing import FaultyStore
+from tests.on_zookeeper import EVERY_BACKEND, MERGED_BATCHES, WITHOUT_ZK
+
+pytestmark = EVERY_BACKEND
 
 
 async def store_view(store: MetadataStore, prefixes: tuple[str, ...]) -> dict[str, Entry]:
@@ -126,6 +129,7 @@ async def test_recreated_key_applied_by_revision(store: MetadataStore) -> None:
         assert (entry.value, entry.version, entry.mod_revision) == (b"3", 1, revision)
 
 
+@pytest.mark.backends(*WITHOUT_ZK, reason=MERGED_BATCHES)
 async def test_converges_through_broken_watches_and_compaction(store: MetadataStore) -> None:
     faulty = FaultyStore(store)
     faulty.break_watches_after(3, 0, 5, 1, 7)
@@ -182,6 +186,7 @@ async def test_resync_tells_subscribers_the_differences(store: MetadataStore) ->
     ]
 
 
+@pytest.mark.backends(*WITHOUT_ZK, reason=MERGED_BATCHES)
 async def test_subscribers_get_whole_transactions_in_order(store: MetadataStore) -> None:
     async with LocalCache(store, PREFIXES) as cache:
         subscription = cache.subscribe("/c/a")
@@ -193,6 +198,7 @@ async def test_subscribers_get_whole_transactions_in_order(store: MetadataStore)
     assert [e.key for e in batches[1].events] == ["/c/a/2", "/c/a/3"]
 
 
+@pytest.mark.backends(*WITHOUT_ZK, reason=MERGED_BATCHES)
 async def test_a_slow_subscriber_never_stalls_the_cache(store: MetadataStore) -> None:
     async with LocalCache(store, PREFIXES) as cache:
         stalled = cache.subscribe("/c/a", buffer=5)  # never read until the end

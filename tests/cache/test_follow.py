@@ -11,6 +11,9 @@ from metaplane.cache import LocalCache
 from metaplane.store import MetadataStore, Put
 from metaplane.testing import FaultyStore
 from tests.cache.test_cache import random_writes, store_view
+from tests.on_zookeeper import EVERY_BACKEND
+
+pytestmark = EVERY_BACKEND
 
 
 async def test_a_prefix_followed_while_writes_run_is_exact(store: MetadataStore) -> None:

@@ -27,6 +27,9 @@ from metaplane.resources import (
 )
 from metaplane.store import EventType, MetadataStore
 from tests.cluster.test_cluster import converged, create_topics
+from tests.on_zookeeper import EVERY_BACKEND
+
+pytestmark = EVERY_BACKEND
 
 BROKER = 7
 

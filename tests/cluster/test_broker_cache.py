@@ -10,6 +10,9 @@ from metaplane.resources import OwnershipManager, SubscriptionManager
 from metaplane.store import MetadataStore
 from tests.cluster.brokers import BROKER, Started, assign, sealed
 from tests.cluster.test_cluster import converged, create_topics
+from tests.on_zookeeper import EVERY_BACKEND
+
+pytestmark = EVERY_BACKEND
 
 
 async def test_the_cache_holds_its_topics_and_drops_them_at_hand_over(

@@ -38,6 +38,9 @@ from metaplane.resources import (
     decode,
 )
 from metaplane.store import Compacted, MetadataStore, Put
+from tests.on_zookeeper import EVERY_BACKEND
+
+pytestmark = EVERY_BACKEND
 
 FAST = LoadManagerConfig(ranking=Ranking.FAIR, idle_every=0.1, rebalance_every=0.2)
 

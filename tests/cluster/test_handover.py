@@ -38,6 +38,9 @@ from tests.cluster.brokers import (
     sealed,
 )
 from tests.cluster.test_cluster import converged, create_topics
+from tests.on_zookeeper import EVERY_BACKEND, UNSEEN_ASSIGNMENT, WITHOUT_ZK
+
+pytestmark = EVERY_BACKEND
 
 # -- cursors are never lost -----------------------------------------------------------------
 
@@ -259,6 +262,7 @@ async def test_a_transient_error_while_handing_over_is_retried(
     assert entry is not None and entry.version == 1  # written once
 
 
+@pytest.mark.backends(*WITHOUT_ZK, reason=UNSEEN_ASSIGNMENT)
 async def test_a_topic_taken_before_it_was_loaded_is_sealed_for_the_leader(
     store: MetadataStore, faulty: FaultyStore, start_broker: Started
 ) -> None:

@@ -12,6 +12,9 @@ from metaplane.coordination import LeaderElection, LeaderToken, Session, Session
 from metaplane.resources import Change, Condition
 from metaplane.store import Compare, Fenced, MetadataStore, NotFound, Put
 from metaplane.testing import FaultyStore
+from tests.on_zookeeper import EVERY_BACKEND
+
+pytestmark = EVERY_BACKEND
 
 
 async def test_one_leads_the_other_follows_then_takes_over(store: MetadataStore) -> None:
@@ -45,7 +48,9 @@ async def test_fenced_writes(store: MetadataStore) -> None:
         await second.start()
         with pytest.raises(Fenced):
             await second.apply(Change((), (Put("/f/by-follower", b""),)))
-        # A deposed leader (its key deleted behind its back) is fenced and steps down.
+        # A deposed leader (its key deleted behind its back) is fenced and steps down. It
+        # stops campaigning first, so that the other node is the one elected next.
+        await first.stop(resign=False)
         await store.delete(layout.leader())
         await second.wait_elected(timeout=10)
         first._token = token  # as if it had not noticed yet

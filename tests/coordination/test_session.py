@@ -8,6 +8,9 @@ from metaplane.coordination import Session, SessionState
 from metaplane.store import MetadataStore, Put
 from metaplane.store._lease import refresh_deadline
 from metaplane.testing import FaultyStore
+from tests.on_zookeeper import EVERY_BACKEND
+
+pytestmark = EVERY_BACKEND
 
 
 async def test_keys_live_with_the_session(store: MetadataStore) -> None:

@@ -1,0 +1,23 @@
+"""The layers above the store on ZooKeeper too (issue 16): a suite that names `EVERY_BACKEND`
+runs on zk as well as on the backends every other folder runs on; a case it cannot cover on
+ZooKeeper names its subset with one of the reasons below."""
+
+from __future__ import annotations
+
+import pytest
+
+EVERY_BACKEND = pytest.mark.backends(
+    "memory", "sqlite", "etcd", "zk", reason="the cluster's layers run on every backend"
+)
+
+WITHOUT_ZK = ("memory", "sqlite", "etcd")
+
+MERGED_BATCHES = (
+    "a ZooKeeper watch reads each notified key back: changes between two reads arrive merged "
+    "into one batch, so a count of batches (one a write, or one a planned break) does not hold"
+)
+UNSEEN_ASSIGNMENT = (
+    "a ZooKeeper watch shows nothing of a key created and deleted between two reads: a broker "
+    "never hears of an assignment taken away before its watch read it, and the leader waits "
+    "for a seal that never comes (open: the broker should follow the markers naming it)"
+)
