@@ -82,7 +82,7 @@ def standalone(
     """Run a local cluster of N broker processes and the admin server (API, metrics,
     dashboard on loopback) until Ctrl-C."""
     if store.startswith("memory://"):
-        fail("a memory store lives in one process: the brokers need sqlite or etcd")
+        fail("a memory store lives in one process: the brokers need sqlite, etcd or ZooKeeper")
     try:
         check_store(store, create_store)
         asyncio.run(serve(store, brokers, workload, logs_folder(store, folder), port, index_base))
