@@ -128,6 +128,11 @@ async def test_the_demo_tells_its_story(tmp_path: Path) -> None:
     seed_kinds = {kind for kind in KeyKind if not kind.legacy} - {
         KeyKind.LOCK,  # ours, for locks; the cluster does not take one
         KeyKind.DEFAULT_COMPATIBILITY_MODE,  # ours, written only when an operator sets it
+        # ours, the registry's: written only for schemas with references, or draft settings
+        KeyKind.SCHEMA_REFERENCES,
+        KeyKind.SCHEMA_REFERENCED_BY,
+        KeyKind.SCHEMA_CONFIG,
+        KeyKind.DEFAULT_SCHEMA_CONFIG,
     }
     assert seed_kinds <= written, seed_kinds - written
     # The analysis of the live cluster's snapshot: a healthy cluster has no error finding.
