@@ -162,16 +162,7 @@ async def test_the_member_a_client_talks_to_is_killed(
     await check_nothing_lost(whole, victim, writes, session, states, lease, store)
 
 
-HUNG_MEMBER_BUG = (
-    "backend bug: a lease's kazoo client pings nothing (refreshes are its only heartbeat), so "
-    "it never notices a hung member: its refreshes time out, it never moves to another "
-    "member, the lease expires; and stopping that client then blocks a thread for good "
-    "(kazoo waits for the hung member's answer to Close), which hangs the process at exit"
-)
-
-
 @pytest.mark.timeout(90)
-@pytest.mark.xfail(strict=True, run=False, reason=HUNG_MEMBER_BUG)
 @pytest.mark.parametrize("which", ["store", "lease"])
 async def test_the_member_a_client_talks_to_hangs(
     whole: ZooKeeperEnsemble, which: str, backend: str

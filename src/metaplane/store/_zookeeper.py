@@ -707,6 +707,8 @@ class ZooKeeperStore(MetadataStore):
             async with asyncio.timeout(timeout or self._options.timeout):
                 reply = await asyncio.shield(future)
         except TimeoutError:
+            # Its member may hang: on to the next one, within the session's timeout.
+            wire.drop_connection(session.client)
             raise Unavailable(f"{self.url}: lease {lease} not refreshed in time") from None
         if session.lost:
             raise LeaseNotFound(lease)

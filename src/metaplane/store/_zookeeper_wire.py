@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import random
 import re
+import socket
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -139,6 +140,17 @@ def on_notification(client: KazooClient, listener: Callable[[int, str], None]) -
 def no_heartbeat(client: KazooClient) -> None:
     """Stop kazoo from pinging on its own: a lease's session must expire unless refreshed."""
     client._connection._send_ping = lambda connect_timeout: None
+
+
+def drop_connection(client: KazooClient) -> None:
+    """Break `client`'s connection to its member, as kazoo does itself when a ping goes
+    unanswered: it connects to the next member with the same session. A lease's client pings
+    nothing (`no_heartbeat`), so a member that hangs is noticed only by a refresh that gets
+    no answer, which calls this."""
+    sock = client._connection._socket
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def on_negotiated(client: KazooClient, listener: Callable[[float], None]) -> None:
