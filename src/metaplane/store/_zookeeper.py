@@ -19,9 +19,9 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient  # type: ignore[import-untyped]
 from kazoo.exceptions import (  # type: ignore[import-untyped]
@@ -71,6 +71,8 @@ from metaplane.store._model import (
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds a request may take before it raises `Unavailable`."""
@@ -353,7 +355,7 @@ class ZooKeeperStore(MetadataStore):
                 if node is not None:
                     newest = max(newest, node.stat.mzxid, node.stat.pzxid)
                     found[key] = node
-            listed = await asyncio.gather(*(self._children(self._path(k)) for k in parents))
+            listed = await _windowed(self._children, [self._path(k) for k in parents])
             keys: list[str] = []
             for parent, result in zip(parents, listed, strict=True):
                 if result is None:
@@ -365,7 +367,7 @@ class ZooKeeperStore(MetadataStore):
                     key = f"{base}/{wire.key_name(name)}"
                     if bounds is None or _may_hold(bounds, key):
                         keys.append(key)
-            nodes = await asyncio.gather(*(self._read(self._path(key)) for key in keys))
+            nodes = await _windowed(self._read, [self._path(key) for key in keys])
             if any(node is None for node in nodes):
                 return None
             level = list(zip(keys, nodes, strict=True))
@@ -814,6 +816,19 @@ class ZooKeeperStore(MetadataStore):
         self._closed = True
         await asyncio.gather(*(asyncio.to_thread(_stop, s.client) for s in sessions))
         await asyncio.to_thread(_stop, self._client)
+
+
+_WINDOW = 1000
+"""Reads of one walk in flight at once. Sent all together, a level of 100,000 znodes queued
+its last reads behind the others past the request timeout (`Unavailable`)."""
+
+
+async def _windowed(read: Callable[[str], Awaitable[T]], paths: list[str]) -> list[T]:
+    """`read` of every path, in order, with at most _WINDOW of them in flight."""
+    results: list[T] = []
+    for start in range(0, len(paths), _WINDOW):
+        results.extend(await asyncio.gather(*map(read, paths[start : start + _WINDOW])))
+    return results
 
 
 def _stop(client: KazooClient) -> None:
