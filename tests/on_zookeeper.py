@@ -17,7 +17,8 @@ MERGED_BATCHES = (
     "into one batch, so a count of batches (one a write, or one a planned break) does not hold"
 )
 UNSEEN_ASSIGNMENT = (
-    "a ZooKeeper watch shows nothing of a key created and deleted between two reads: a broker "
-    "never hears of an assignment taken away before its watch read it, and the leader waits "
-    "for a seal that never comes (open: the broker should follow the markers naming it)"
+    "on ZooKeeper a broker's cache that resyncs (its watch came up after the change, and there "
+    "is no history to replay) never sees an assignment created and taken away in between, nor "
+    "does a watch that reads both changes back as one; the leader then waits for a seal that "
+    "never comes (open: the broker should also look for the unassigned markers naming it)"
 )
