@@ -22,3 +22,7 @@ UNSEEN_ASSIGNMENT = (
     "does a watch that reads both changes back as one; the leader then waits for a seal that "
     "never comes (open: the broker should also look for the unassigned markers naming it)"
 )
+READS_THE_PAST = (
+    "the case checks that one transaction wrote its keys by reading the store at the revision "
+    "before it: ZooKeeper keeps no history to read there"
+)

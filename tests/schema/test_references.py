@@ -26,7 +26,10 @@ from metaplane.schema import (
     parse_schema,
 )
 from metaplane.store import MetadataStore
+from tests.on_zookeeper import EVERY_BACKEND
 from tests.schema.consistency import assert_consistent
+
+pytestmark = EVERY_BACKEND
 
 MONEY = (
     'syntax = "proto3";\npackage common;\nmessage Money { int64 units = 1; string currency = 2; }\n'

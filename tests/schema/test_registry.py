@@ -36,7 +36,10 @@ from metaplane.schema import (
     parse_schema,
 )
 from metaplane.store import AlreadyExists, BadVersion, MetadataError, MetadataStore, NotFound
+from tests.on_zookeeper import EVERY_BACKEND, READS_THE_PAST, WITHOUT_ZK
 from tests.schema.consistency import assert_consistent
+
+pytestmark = EVERY_BACKEND
 
 NOW = 1768728611
 ORDERS = TopicName("default", "orders")
@@ -82,6 +85,7 @@ async def bound_topic(store: MetadataStore, topic: TopicName) -> None:
 # Registration -------------------------------------------------------------------------------
 
 
+@pytest.mark.backends(*WITHOUT_ZK, reason=READS_THE_PAST)
 async def test_first_registration_writes_the_four_keys_of_seed_001(
     registry: SchemaRegistry, store: MetadataStore
 ) -> None:
@@ -125,6 +129,7 @@ async def test_every_subject_takes_the_next_global_id(
     assert (await assert_consistent(store)).counter == 4
 
 
+@pytest.mark.backends(*WITHOUT_ZK, reason=READS_THE_PAST)
 async def test_a_compatible_schema_is_the_next_version(
     registry: SchemaRegistry, store: MetadataStore
 ) -> None:
@@ -417,6 +422,7 @@ async def test_reads_by_subject_version_latest_and_id(registry: SchemaRegistry) 
 # Deprecation and deletion ----------------------------------------------------------------------
 
 
+@pytest.mark.backends(*WITHOUT_ZK, reason=READS_THE_PAST)
 async def test_deprecation_changes_the_version_key_and_the_metadata_together(
     registry: SchemaRegistry, store: MetadataStore
 ) -> None:
@@ -436,6 +442,7 @@ async def test_deprecation_changes_the_version_key_and_the_metadata_together(
     assert (restored.is_deprecated, restored.deprecation_message) == (False, None)
 
 
+@pytest.mark.backends(*WITHOUT_ZK, reason=READS_THE_PAST)
 async def test_deleting_a_version_drops_it_from_the_metadata_and_never_reuses_its_number(
     registry: SchemaRegistry, store: MetadataStore
 ) -> None:
@@ -483,6 +490,7 @@ async def test_deleting_a_subject_deletes_its_keys_in_one_transaction(
 # Topics ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.backends(*WITHOUT_ZK, reason=READS_THE_PAST)
 async def test_binding_writes_the_topic_key_and_topics_using_in_one_transaction(
     registry: SchemaRegistry, store: MetadataStore
 ) -> None:
@@ -504,6 +512,7 @@ async def test_binding_writes_the_topic_key_and_topics_using_in_one_transaction(
     await assert_consistent(store)
 
 
+@pytest.mark.backends(*WITHOUT_ZK, reason=READS_THE_PAST)
 async def test_rebinding_moves_the_topic_between_subjects_at_once(
     registry: SchemaRegistry, store: MetadataStore
 ) -> None:
@@ -544,6 +553,7 @@ async def test_a_topic_bound_elsewhere_moves_only_when_the_binding_is_replaced(
     await assert_consistent(store)
 
 
+@pytest.mark.backends(*WITHOUT_ZK, reason=READS_THE_PAST)
 async def test_a_bound_subject_cannot_be_deleted_until_its_topics_are_unbound(
     registry: SchemaRegistry, store: MetadataStore
 ) -> None:
