@@ -26,3 +26,7 @@ READS_THE_PAST = (
     "the case checks that one transaction wrote its keys by reading the store at the revision "
     "before it: ZooKeeper keeps no history to read there"
 )
+REVISIONS_COUNT_WRITES = (
+    "the case counts writes by revisions: ZooKeeper's revision is its zxid, which a refused "
+    "multi moves too (an error transaction in its log), though it writes nothing"
+)

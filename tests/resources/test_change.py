@@ -30,8 +30,11 @@ from metaplane.store import (
     Unavailable,
 )
 from metaplane.testing import FaultyStore
+from tests.on_zookeeper import EVERY_BACKEND
 
 from .samples import TOPIC
+
+pytestmark = EVERY_BACKEND
 
 A, B, FENCE = "/c/a", "/c/b", "/cluster/leader"
 

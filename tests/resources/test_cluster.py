@@ -17,8 +17,11 @@ from metaplane.resources import (
     NoLoadReport,
 )
 from metaplane.store import ABSENT, AlreadyExists, BadVersion, MetadataStore
+from tests.on_zookeeper import EVERY_BACKEND
 
 from .samples import ACTIVE, BROKER, DRAINING, OTHER_BROKER, load_report, registration
+
+pytestmark = EVERY_BACKEND
 
 
 async def test_cluster_marker(store: MetadataStore) -> None:

@@ -29,6 +29,7 @@ from metaplane.resources import (
     TopicManager,
 )
 from metaplane.store import ABSENT, BadVersion, MetadataError, MetadataStore
+from tests.on_zookeeper import EVERY_BACKEND, REVISIONS_COUNT_WRITES, WITHOUT_ZK
 
 from .samples import (
     BROKER,
@@ -40,6 +41,8 @@ from .samples import (
     registration,
     subscription,
 )
+
+pytestmark = EVERY_BACKEND
 
 N = 8
 Write = Callable[[int], Awaitable[int]]
@@ -148,6 +151,7 @@ async def creates(store: MetadataStore, resource: str) -> tuple[Write, type[Meta
         "sealed state",
     ],
 )
+@pytest.mark.backends(*WITHOUT_ZK, reason=REVISIONS_COUNT_WRITES)
 async def test_one_create_of_n_wins(store: MetadataStore, resource: str) -> None:
     write, exists = await creates(store, resource)
     before = await store.revision()

@@ -16,8 +16,11 @@ from metaplane.resources import (
     decode,
 )
 from metaplane.store import BadVersion, MetadataStore
+from tests.on_zookeeper import EVERY_BACKEND
 
 from .samples import TOPIC, snapshot
+
+pytestmark = EVERY_BACKEND
 
 STRICT = NamespacePolicy(max_producers_per_topic=3)
 

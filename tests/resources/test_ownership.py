@@ -24,8 +24,11 @@ from metaplane.resources import (
     UnassignedMarker,
 )
 from metaplane.store import ABSENT, Compare, Fenced, MetadataStore
+from tests.on_zookeeper import EVERY_BACKEND
 
 from .samples import ACTIVE, BROKER, DRAINING, OTHER_BROKER, TOPIC, registration, snapshot
+
+pytestmark = EVERY_BACKEND
 
 
 @pytest.fixture

@@ -23,8 +23,11 @@ from metaplane.resources import (
     decode_value,
 )
 from metaplane.store import Get, InvalidRequest, List, MetadataStore
+from tests.on_zookeeper import EVERY_BACKEND
 
 from .samples import FIND_CASES, TOPIC, RecordingStore, descriptor, subscription
+
+pytestmark = EVERY_BACKEND
 
 PREFIXES = ("/topics", "/namespaces", "/cluster", "/danube-data")
 

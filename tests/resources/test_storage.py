@@ -18,8 +18,11 @@ from metaplane.resources import (
     decode,
 )
 from metaplane.store import BadVersion, InvalidValue, MetadataStore
+from tests.on_zookeeper import EVERY_BACKEND
 
 from .samples import FIND_CASES, SEALED, TOPIC, descriptor, snapshot
+
+pytestmark = EVERY_BACKEND
 
 
 async def cur_of(store: MetadataStore) -> int | None:

@@ -16,8 +16,11 @@ from metaplane.resources import (
     TopicManager,
 )
 from metaplane.store import ABSENT, AlreadyExists, BadVersion, InvalidValue, MetadataStore
+from tests.on_zookeeper import EVERY_BACKEND
 
 from .samples import TOPIC, RecordingStore, snapshot, subscription
+
+pytestmark = EVERY_BACKEND
 
 NAME = "subs_reliable"
 

@@ -23,6 +23,7 @@ from metaplane.resources import (
     TopicManager,
 )
 from metaplane.store import ABSENT, BadVersion, InvalidValue, MetadataStore
+from tests.on_zookeeper import EVERY_BACKEND
 
 from .samples import (
     ACTIVE,
@@ -36,6 +37,8 @@ from .samples import (
     snapshot,
     subscription,
 )
+
+pytestmark = EVERY_BACKEND
 
 ORDERS = TopicName("default", "orders")
 
