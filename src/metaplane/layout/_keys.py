@@ -65,9 +65,22 @@ def broker_state(broker_id: int) -> str:
     return render(KeyKind.BROKER_STATE, broker_id=broker_id)
 
 
+_ASSIGNMENTS: dict[tuple[int, TopicName], str] = {}
+
+
 def assignment(broker_id: int, topic: TopicName) -> str:
     """`/cluster/brokers/{broker_id}/{ns}/{topic}`: the topic is served by that broker."""
-    return render(KeyKind.ASSIGNMENT, broker_id=broker_id, **_topic(topic))
+    if type(broker_id) is int:  # remembered for ints only: True == 1 in a look-up
+        try:
+            return _ASSIGNMENTS[broker_id, topic]
+        except (KeyError, TypeError):  # new, or an unhashable topic (refused below)
+            pass
+    key = render(KeyKind.ASSIGNMENT, broker_id=broker_id, **_topic(topic))
+    if type(broker_id) is int:
+        if len(_ASSIGNMENTS) >= _REMEMBERED:
+            _ASSIGNMENTS.clear()
+        _ASSIGNMENTS[broker_id, topic] = key
+    return key
 
 
 @_remembered
