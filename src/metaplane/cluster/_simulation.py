@@ -53,7 +53,9 @@ class SimulatedTopics:
     """A `TopicHost` whose topics publish `rate` messages a second each, upload a storage
     object every `object_size` messages (fenced on the broker still owning the topic) and
     whose subscriptions acknowledge `ack_lag` messages behind the head — only what this
-    broker published itself."""
+    broker published itself, and only what is in storage: a consumer is dispatched durable
+    messages only (a real broker's are in its log first), so a crash loses no acknowledged
+    message and leaves no gap in storage."""
 
     def __init__(
         self,
@@ -119,7 +121,7 @@ class SimulatedTopics:
                 self._acknowledge(topic, log_)
 
     def _acknowledge(self, topic: TopicName, log_: _Log) -> None:
-        acked = log_.next_offset - 1 - self.ack_lag
+        acked = min(log_.next_offset - 1 - self.ack_lag, log_.uploaded_to - 1)
         if acked < log_.start or self.acknowledger is None:
             return
         for subscription in log_.subscriptions:
