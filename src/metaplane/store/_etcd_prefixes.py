@@ -49,6 +49,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+CREATION_COST = 0.002
+"""Seconds of a member's silence allowed per watcher it is still creating (etcd 3.4 spends
+about a millisecond of CPU on each)."""
+
 _WAKE = object()
 """Put in the queue to wake the caller: something changed besides a response."""
 
@@ -409,10 +413,14 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
 
     def _deadline(self, stream: _Stream) -> float:
         """While etcd creates watchers (about a millisecond of its CPU each on 3.4) it may
-        answer nothing else for a while: the store's timeout, not DEADLINE, then."""
+        answer nothing else for a while: DEADLINE plus CREATION_COST for each watcher still
+        unacknowledged, at most the store's timeout. (A flat store timeout here let a member
+        hung just after a watch opened keep a cache silent for that whole timeout.)"""
+        base = super()._deadline(stream)
         if self._creating:
-            return self._store.options.timeout
-        return super()._deadline(stream)
+            allowance = base + CREATION_COST * len(self._creating)
+            return min(max(allowance, base), max(self._store.options.timeout, base))
+        return base
 
     def _creating_now(self) -> bool:
         return any(hold not in (_SYNC, _FLUSH) for hold in self._holds)
