@@ -54,7 +54,8 @@ StoreURL = Annotated[
     typer.Option(
         "--store",
         envvar="METAPLANE_STORE",
-        help="The store: sqlite:///path, etcd://h1:2379,h2:2379 or memory:// "
+        help="The store: sqlite:///path, etcd://h1:2379,h2:2379, zk://h1:2181,h2:2181/chroot "
+        "or memory:// "
         "(default: $METAPLANE_STORE, else the per-user store).",
         show_default=True,
     ),
