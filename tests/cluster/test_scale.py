@@ -18,9 +18,11 @@ from metaplane.layout import TopicName
 from metaplane.resources import NULL, BrokerMode, BrokerRegistration, BrokerState, encode
 from metaplane.store import Lease, MemoryStore, MetadataStore, Put
 
-TTL = 2
-"""A refresh every third of a second: a loop held for about two seconds lets the lease
-expire (a session lost), one held while a refresh is in flight suspends it."""
+TTL = 6
+"""A session's usual TTL: a refresh every second, each with a second to be answered; a loop
+held past that suspends the session, one held for six seconds loses it. (The loop was held
+for up to 55 s before the fix; with TTL 2 a third of a second of CPU contention on a shared
+2-core machine was enough to suspend it, whatever the code did.)"""
 
 
 @dataclass
