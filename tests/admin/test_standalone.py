@@ -4,6 +4,7 @@ stopped with Ctrl-C (SIGINT), on the embedded store."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -43,40 +44,55 @@ async def until_registered(store: MetadataStore, count: int) -> None:
             await anext(w)
 
 
-async def test_standalone_runs_until_ctrl_c_then_stops_cleanly(tmp_path: Path) -> None:
-    url = f"sqlite://{tmp_path / 'cluster.db'}"
-    process = await asyncio.create_subprocess_exec(
-        *METAPLANE,
-        "standalone",
-        "--brokers",
-        "2",
-        "--workload",
-        "--store",
-        url,
-        "--create",
-        "--port",
-        "0",
-        "--index-base",
-        str(free_index_base(2)),
-        "--folder",
-        str(tmp_path),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "COLUMNS": "100"},
-    )
-    async with await SqliteStore.open(tmp_path / "cluster.db") as store:
-        try:
-            await until_registered(store, 2)
-        finally:
-            process.send_signal(signal.SIGINT)
-            async with asyncio.timeout(60):
-                out, err = await process.communicate()
-        assert process.returncode == 0, err.decode()
-        assert "cluster stopped" in out.decode()
-        assert "dashboard: http://127.0.0.1:" in out.decode()
-        assert (await store.list("/cluster/register")).keys() == []  # sessions revoked
-        storage = (await store.list(layout.storage_prefix(), keys_only=True)).keys()
-        assert any(key.endswith("/state") for key in storage)  # topics handed over
+@pytest.mark.parametrize(
+    "where",
+    [
+        "sqlite",
+        pytest.param("zk", marks=[pytest.mark.slow, pytest.mark.timeout(180)]),
+    ],
+)
+async def test_standalone_runs_until_ctrl_c_then_stops_cleanly(tmp_path: Path, where: str) -> None:
+    """The operator's story on the embedded store and on a real ZooKeeper under a chroot:
+    brokers register (each under its own session), hand their topics over on Ctrl-C, and
+    their sessions go."""
+    with contextlib.ExitStack() as servers:
+        if where == "zk":
+            zookeeper = servers.enter_context(ZooKeeperServer(tmp_path / "zookeeper"))
+            url = f"zk://{zookeeper.hosts}/metaplane"
+        else:
+            url = f"sqlite://{tmp_path / 'cluster.db'}"
+        process = await asyncio.create_subprocess_exec(
+            *METAPLANE,
+            "standalone",
+            "--brokers",
+            "2",
+            "--workload",
+            "--store",
+            url,
+            "--create",
+            "--port",
+            "0",
+            "--index-base",
+            str(free_index_base(2)),
+            "--folder",
+            str(tmp_path),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "COLUMNS": "100"},
+        )
+        async with await connect_store(url) as store:
+            try:
+                await until_registered(store, 2)
+            finally:
+                process.send_signal(signal.SIGINT)
+                async with asyncio.timeout(90):
+                    out, err = await process.communicate()
+            assert process.returncode == 0, err.decode()[-2000:]
+            assert "cluster stopped" in out.decode()
+            assert "dashboard: http://127.0.0.1:" in out.decode()
+            assert (await store.list("/cluster/register")).keys() == []  # sessions closed
+            storage = (await store.list(layout.storage_prefix(), keys_only=True)).keys()
+            assert any(key.endswith("/state") for key in storage)  # topics handed over
     assert (tmp_path / "logs" / "broker-1.log").exists()
 
 
@@ -142,44 +158,3 @@ async def test_the_demo_tells_its_story(tmp_path: Path) -> None:
     assert [f for f in audit["findings"] if f["severity"] == "error"] == []
     summary = json.loads((analysis / "summary.json").read_text())
     assert summary["counts"]["keys"] > 100 and summary["leader"]["epoch"] == 2
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(180)
-async def test_standalone_on_zookeeper_runs_until_ctrl_c_then_stops_cleanly(
-    tmp_path: Path,
-) -> None:
-    """The same operator's story on a real ZooKeeper, under a chroot: brokers register (each
-    under its own session), hand their topics over on Ctrl-C, and their sessions go."""
-    with ZooKeeperServer(tmp_path / "zookeeper") as zookeeper:
-        url = f"zk://{zookeeper.hosts}/metaplane"
-        process = await asyncio.create_subprocess_exec(
-            *METAPLANE,
-            "standalone",
-            "--brokers",
-            "2",
-            "--workload",
-            "--store",
-            url,
-            "--port",
-            "0",
-            "--index-base",
-            str(free_index_base(2)),
-            "--folder",
-            str(tmp_path),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "COLUMNS": "100"},
-        )
-        async with await connect_store(url) as store:
-            try:
-                await until_registered(store, 2)
-            finally:
-                process.send_signal(signal.SIGINT)
-                async with asyncio.timeout(90):
-                    out, err = await process.communicate()
-            assert process.returncode == 0, err.decode()[-2000:]
-            assert "cluster stopped" in out.decode()
-            assert (await store.list("/cluster/register")).keys() == []  # sessions closed
-            storage = (await store.list(layout.storage_prefix(), keys_only=True)).keys()
-            assert any(key.endswith("/state") for key in storage)  # topics handed over

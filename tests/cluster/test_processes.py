@@ -59,18 +59,27 @@ async def reports_again(store: MetadataStore, brokers: list[int]) -> None:
                 continue
 
 
+async def three_brokers_with_topics(
+    store: MetadataStore, store_url: str, children: dict[int, Child]
+) -> list[TopicName]:
+    """Brokers 1, 2 and 3 as processes of their own (into `children`, which the caller
+    stops), and 24 topics placed once on them."""
+    for broker in (1, 2, 3):
+        children[broker] = await Child.start(
+            "node", store_url, str(broker), "workload", worker=WORKER
+        )
+        await children[broker].expect("ready")
+    topics = await create_topics(store, 24)
+    await converged(store, lambda: placed_once_on(store, topics, [1, 2, 3]), 30)
+    return topics
+
+
 @pytest.mark.timeout(120)
 async def test_a_killed_broker_loses_its_topics(store_url: str) -> None:
     children: dict[int, Child] = {}
     async with await connect_store(store_url) as store:
         try:
-            for broker in (1, 2, 3):
-                children[broker] = await Child.start(
-                    "node", store_url, str(broker), "workload", worker=WORKER
-                )
-                await children[broker].expect("ready")
-            topics = await create_topics(store, 24)
-            await converged(store, lambda: placed_once_on(store, topics, [1, 2, 3]), 30)
+            topics = await three_brokers_with_topics(store, store_url, children)
             # The leader itself: its topics and the leadership are lost at once.
             victim = (await ClusterManager(store).leadership()).broker_id
             lost = (await owners(store, [victim]))[victim]
@@ -100,13 +109,7 @@ async def test_a_broker_paused_past_its_session_loses_its_topics_then_rejoins(
     children: dict[int, Child] = {}
     async with await connect_store(store_url) as store:
         try:
-            for broker in (1, 2, 3):
-                children[broker] = await Child.start(
-                    "node", store_url, str(broker), "workload", worker=WORKER
-                )
-                await children[broker].expect("ready")
-            topics = await create_topics(store, 24)
-            await converged(store, lambda: placed_once_on(store, topics, [1, 2, 3]), 30)
+            topics = await three_brokers_with_topics(store, store_url, children)
             victim = (await ClusterManager(store).leadership()).broker_id
             registration = await store.get(layout.broker_registration(victim))
             assert registration is not None

@@ -108,6 +108,15 @@ def interrupted() -> NoReturn:
     raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
+def said(output: Output, document: object, text: str) -> None:
+    """A command's answer: the document as JSON with `-o json`, else one line of text,
+    printed as it is (no markup, no highlighting)."""
+    if output is Output.JSON:
+        print_json(document)
+    else:
+        console.print(text, highlight=False, markup=False)
+
+
 def print_json(document: object) -> None:
     """JSON on stdout, nothing else: what scripts parse."""
     sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")

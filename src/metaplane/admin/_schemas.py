@@ -23,6 +23,7 @@ from metaplane.admin._console import (
     StoreURL,
     console,
     print_json,
+    said,
     usage,
 )
 from metaplane.admin._runner import execute
@@ -128,13 +129,6 @@ def stored_type(definition: object) -> str:
 
 def timestamp(seconds: int) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-
-
-def said(output: Output, document: Any, text: str) -> None:
-    if output is Output.JSON:
-        print_json(document)
-    else:
-        console.print(text, highlight=False, markup=False)
 
 
 # register -----------------------------------------------------------------------------------
@@ -367,10 +361,7 @@ def compat(
                 ops.registry, ops.store, subject, mode, expect
             ),
         )
-    text = f"{subject or 'default'}: {found['compatibility_mode']}"
-    if "revision" in found:
-        text += f" (set at revision {found['revision']})"
-    said(output, found, text)
+    _setting_said(output, found, subject, "compatibility_mode")
 
 
 @app.command()
@@ -395,7 +386,12 @@ def draft(
         found = execute(
             store, lambda ops: schema_ops.set_json_schema_draft(ops.registry, subject, chosen)
         )
-    text = f"{subject or 'default'}: {found['json_schema_draft']}"
+    _setting_said(output, found, subject, "json_schema_draft")
+
+
+def _setting_said(output: Output, found: dict[str, Any], subject: str | None, name: str) -> None:
+    """A subject's (or the default) setting, with the revision that set it if it was set."""
+    text = f"{subject or 'default'}: {found[name]}"
     if "revision" in found:
         text += f" (set at revision {found['revision']})"
     said(output, found, text)

@@ -16,6 +16,7 @@ from metaplane.admin._console import (
     StoreURL,
     console,
     print_json,
+    said,
     usage,
 )
 from metaplane.admin._runner import execute
@@ -43,13 +44,6 @@ def kind_or_usage(text: str) -> SubscriptionType:
         return subscription_type(text)
     except InvalidRequest as error:
         usage(str(error))
-
-
-def said(output: Output, document: dict[str, Any], text: str) -> None:
-    if output is Output.JSON:
-        print_json(document)
-    else:
-        console.print(text, highlight=False, markup=False)
 
 
 @subscriptions_app.command("list")

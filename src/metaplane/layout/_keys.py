@@ -20,11 +20,14 @@ and again, and checking and rendering them costs far more than a look-up."""
 
 
 def _remembered(build: Callable[P, str]) -> Callable[P, str]:
-    """`build`, with the keys it made kept by its arguments (a topic, and names: never a
-    number, whose bool look-alikes a look-up could not tell apart)."""
+    """`build`, with the keys it made kept by its positional arguments (a topic, names, ids).
+    A bool is never looked up — `True == 1` would find the key of id 1 — so the builder
+    refuses it as it refuses any bad argument."""
     made: dict[object, str] = {}
 
     def remembered(*args: P.args, **kwargs: P.kwargs) -> str:
+        if bool in map(type, args):
+            return build(*args, **kwargs)
         try:
             return made[args[0] if len(args) == 1 else args]
         except (KeyError, TypeError, IndexError):  # new, unhashable, or given by keyword
@@ -65,22 +68,10 @@ def broker_state(broker_id: int) -> str:
     return render(KeyKind.BROKER_STATE, broker_id=broker_id)
 
 
-_ASSIGNMENTS: dict[tuple[int, TopicName], str] = {}
-
-
+@_remembered
 def assignment(broker_id: int, topic: TopicName) -> str:
     """`/cluster/brokers/{broker_id}/{ns}/{topic}`: the topic is served by that broker."""
-    if type(broker_id) is int:  # remembered for ints only: True == 1 in a look-up
-        try:
-            return _ASSIGNMENTS[broker_id, topic]
-        except (KeyError, TypeError):  # new, or an unhashable topic (refused below)
-            pass
-    key = render(KeyKind.ASSIGNMENT, broker_id=broker_id, **_topic(topic))
-    if type(broker_id) is int:
-        if len(_ASSIGNMENTS) >= _REMEMBERED:
-            _ASSIGNMENTS.clear()
-        _ASSIGNMENTS[broker_id, topic] = key
-    return key
+    return render(KeyKind.ASSIGNMENT, broker_id=broker_id, **_topic(topic))
 
 
 @_remembered
