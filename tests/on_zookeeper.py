@@ -28,5 +28,6 @@ READS_THE_PAST = (
 )
 REVISIONS_COUNT_WRITES = (
     "the case counts writes by revisions: ZooKeeper's revision is its zxid, which a refused "
-    "multi moves too (an error transaction in its log), though it writes nothing"
+    "multi (an error transaction in its log) and a session opened or closed (each CLI call "
+    "is one) move too, though they write no key"
 )

@@ -1,4 +1,5 @@
-"""The `cli` fixture: the command line against an empty store of a backend with a URL."""
+"""The `cli` fixture: the command line against an empty store of a backend with a URL
+(sqlite, etcd, ZooKeeper)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from tests.admin.runner import Cli, emptied
 from tests.admin.standalone import Standalone, start_standalone
 
 BACKENDS_WITH_URL = pytest.mark.backends(
-    "sqlite", "etcd", reason="the CLI opens a store by URL; a memory store has none"
+    "sqlite", "etcd", "zk", reason="the CLI opens a store by URL; a memory store has none"
 )
 
 

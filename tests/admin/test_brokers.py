@@ -1,4 +1,4 @@
-"""`metaplane brokers list | drain` on sqlite and etcd: ids above 2^63 as JSON numbers, the
+"""`metaplane brokers list | drain` on sqlite, etcd, zk: ids above 2^63 as JSON numbers, the
 leader with its epoch, draining and waiting for the leader to finish it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`metaplane kv …`: every command once on sqlite and etcd, its JSON, and its errors as one
+"""`metaplane kv …`: every command once on sqlite, etcd, zk, its JSON, and its errors as one
 line with a non-zero exit."""
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from metaplane.resources import encode
 from metaplane.store import MetadataStore, Put
 from tests.admin.conftest import BACKENDS_WITH_URL
 from tests.admin.runner import Cli, StoreWork
+from tests.on_zookeeper import REVISIONS_COUNT_WRITES
 from tests.resources.samples import ACTIVE
+from tests.store import zk_subsets
 
 pytestmark = BACKENDS_WITH_URL
 
@@ -103,6 +105,7 @@ def test_del_a_prefix_after_confirmation(cli: Cli) -> None:
     assert "does not apply" in cli.error("kv", "del", "/app", "--prefix", "--expect", "1", code=2)
 
 
+@pytest.mark.backends("sqlite", "etcd", reason=REVISIONS_COUNT_WRITES)
 def test_ls_pages_through_a_prefix_at_one_revision(
     cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -130,6 +133,7 @@ def test_tree_shows_the_paths_and_values(cli: Cli) -> None:
     assert cli.error("kv", "tree", "/nothing") == "error: no key under /nothing"
 
 
+@pytest.mark.backends("sqlite", "etcd", reason=zk_subsets.HISTORY)
 def test_watch_replays_batches_from_a_revision(cli: Cli) -> None:
     first = cli.do(put_keys(["/app/a", "/app/b"]))  # one transaction: one batch
     cli("kv", "put", "/app/a", "2")
@@ -146,6 +150,7 @@ def test_watch_replays_batches_from_a_revision(cli: Cli) -> None:
     assert cli("kv", "watch", "/app", "--from-revision", "0", code=2).exit_code == 2
 
 
+@pytest.mark.backends("sqlite", "etcd", reason=zk_subsets.COMPACTION)
 def test_watch_from_a_compacted_revision(cli: Cli) -> None:
     first = cli.do(put_keys(["/app/a"]))
     cli("kv", "put", "/app/a", "2")

@@ -1,4 +1,4 @@
-"""`metaplane namespaces create | list | policy | delete` on sqlite and etcd: policies from
+"""`metaplane namespaces create | list | policy | delete` on sqlite, etcd, zk: policies from
 options and files, a change with a version compare, and a delete refused while topics remain."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`metaplane topics create | list | describe` on sqlite and etcd: partitions, delivery,
+"""`metaplane topics create | list | describe` on sqlite, etcd, zk: partitions, delivery,
 owners and markers, and everything a topic holds, ids above 2^63 included."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`metaplane topics unload | move` on sqlite and etcd, through the cluster layer's topic moves:
+"""`metaplane topics unload | move` on sqlite, etcd, zk, through the cluster layer's topic moves:
 the marker they leave, their refusals, and waiting for the leader to assign the topic again."""
 
 from __future__ import annotations
