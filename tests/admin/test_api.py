@@ -5,6 +5,8 @@ error tree's statuses, and no traceback ever."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -331,3 +333,37 @@ async def test_a_move_under_if_match_goes_through_the_one_guarded_move(api: Api)
     assert moved.status_code == 200, moved.text
     waiting = (await api.client.get(TOPIC)).json()["waiting"]
     assert waiting == {"reason": "unload", "from_broker": BROKER, "to_broker": 7}
+
+
+FROZEN_CACHE = """
+import asyncio, gc
+from metaplane.admin._server import AdminServer, ServerSettings, freeze_heap
+from metaplane.store import MemoryStore, Put
+
+async def main():
+    async with MemoryStore() as store:
+        for first in range(0, 2000, 100):
+            await store.txn((), [Put(f"/app/k{i}", b"1") for i in range(first, first + 100)])
+        server = AdminServer(store, ServerSettings(port=0))
+        await server.start()
+        cached = server.cache.list("/app")
+        frozen = freeze_heap()
+        tracked = {id(o) for o in gc.get_objects()}
+        print(len(cached), frozen, sum(id(entry) in tracked for entry in cached))
+        await server.stop()
+
+asyncio.run(main())
+"""
+
+
+def test_the_servers_cache_is_left_out_of_later_collections() -> None:
+    """What `serve` and `standalone` do once the cache is loaded: the cache's objects leave
+    the collector's generations (a full collection would walk them all, and the request it
+    falls on wait for it). In a process of its own: freezing is for the whole heap."""
+    done = subprocess.run(
+        [sys.executable, "-c", FROZEN_CACHE], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    cached, frozen, still_tracked = map(int, done.stdout.split())
+    assert cached == 2000 and frozen > cached
+    assert still_tracked == 0

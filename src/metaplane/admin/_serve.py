@@ -4,6 +4,7 @@ metrics (/metrics) and the live dashboard (/), until Ctrl-C."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 from pathlib import Path
 from typing import Annotated
@@ -20,8 +21,10 @@ from metaplane.admin._console import (
     usage,
 )
 from metaplane.admin._runner import check_store
-from metaplane.admin._server import AdminServer, ServerSettings
+from metaplane.admin._server import AdminServer, ServerSettings, freeze_heap
 from metaplane.store import MetadataError, open_store
+
+log = logging.getLogger(__name__)
 
 Host = Annotated[
     str, typer.Option("--host", help="The address to listen on (loopback unless --tokens).")
@@ -112,6 +115,7 @@ async def serving(url: str, settings: ServerSettings) -> None:
     async with open_store(url) as store:
         server = AdminServer(store, settings)
         await server.start()
+        log.debug("heap frozen after the cache's load: %d objects", freeze_heap())
         try:
             announce(server)
             await stop.wait()

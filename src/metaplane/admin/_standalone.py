@@ -6,6 +6,7 @@ revoked)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 from pathlib import Path
 from typing import Annotated
@@ -26,11 +27,13 @@ from metaplane.admin._console import (
 )
 from metaplane.admin._progress import spinner
 from metaplane.admin._runner import check_store
-from metaplane.admin._server import AdminServer, ServerSettings
+from metaplane.admin._server import AdminServer, ServerSettings, freeze_heap
 from metaplane.admin._workload import create_workload
 from metaplane.cluster import LocalCluster
 from metaplane.cluster._node import registration
 from metaplane.store import MetadataError, MetadataStore, open_store
+
+log = logging.getLogger(__name__)
 
 Brokers = Annotated[int, typer.Option("--brokers", "-n", min=1, max=64, help="Broker processes.")]
 Workload = Annotated[
@@ -113,6 +116,7 @@ async def serve(
                 for index in range(brokers):
                     await cluster.start_node(1 + index, index_base + index)
             await admin.start()
+            log.debug("heap frozen after the caches' load: %d objects", freeze_heap())
             announce(url, brokers, folder, index_base, admin)
             await show(store, stop)
         finally:
