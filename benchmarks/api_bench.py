@@ -9,6 +9,10 @@ status, served by `metaplane serve` from its LocalCache.
   on the store as `metaplane topics describe` runs it, and on a LocalCache as the server
   runs it): the ratio shows what HTTP costs.
 
+Each row also gives the CPU time a request costs: the server process's own (user and system,
+read from /proc around each load generator's run), or this process's for the in-process rows.
+Unlike a latency, it hardly moves with the other work on the machine.
+
 The server and each load generator are processes of their own.
 
     .venv/bin/python benchmarks/api_bench.py [--topics 10000] [--seconds 5] [--runs 3]
@@ -264,15 +268,21 @@ def client_main(args: argparse.Namespace) -> None:
     sys.stdout.write(json.dumps(result))
 
 
-def run_client(kind: str, url: str, target: str, topics: int, seconds: float) -> dict[str, Any]:
+def run_client(
+    kind: str, url: str, target: str, topics: int, seconds: float, server: int
+) -> dict[str, Any]:
+    """A load generator's run; with the CPU time server process `server` used meanwhile
+    (what a request costs it, whatever else runs on the machine)."""
     command = [
         sys.executable, __file__, "--client", kind, "--url", url, "--target", target,
         "--topics", str(topics), "--seconds", str(seconds), "--rate", str(RATE),
     ]  # fmt: skip
+    before = cpu_seconds(server)
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"the {kind} loop on {target} failed:\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout)
+    result["cpu_seconds"] = cpu_seconds(server) - before
     return result
 
 
@@ -304,6 +314,7 @@ async def in_process(path: Path, topics: list[TopicName], calls: int) -> dict[st
 async def timed(call: Callable[[], Awaitable[Any]], calls: int) -> dict[str, Any]:
     latencies = []
     started = time.perf_counter()
+    cpu = time.process_time()
     for _ in range(calls):
         before = time.perf_counter()
         await call()
@@ -313,7 +324,14 @@ async def timed(call: Callable[[], Awaitable[Any]], calls: int) -> dict[str, Any
         "seconds": time.perf_counter() - started,
         "errors": 0,
         "latencies": latencies,
+        "cpu_seconds": time.process_time() - cpu,
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system, every thread) process `pid` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # Figures ------------------------------------------------------------------------------------
@@ -332,6 +350,7 @@ def figures(result: dict[str, Any]) -> dict[str, float]:
         "p90_ms": percentile(latencies, 0.90) * 1000,
         "p99_ms": percentile(latencies, 0.99) * 1000,
         "max_ms": max(latencies, default=0.0) * 1000,
+        "cpu_ms": result["cpu_seconds"] / max(result["requests"], 1) * 1000,
         "errors": result["errors"],
     }
 
@@ -356,13 +375,15 @@ def cell(figure: dict[str, float], digits: int = 1) -> str:
 
 def show(results: dict[str, dict[str, dict[str, float]]], console: Console) -> None:
     table = Table(title="admin API on 10,000 topics: median of the runs (min–max)")
-    for column in ("read", "how", "requests/s", "p50 ms", "p99 ms", "max ms", "errors"):
+    columns = ("read", "how", "requests/s", "p50 ms", "p99 ms", "max ms", "CPU ms", "errors")
+    for column in columns:
         table.add_column(column, justify="left" if column in ("read", "how") else "right")
     for name, figure in results.items():
         read, _, how = name.partition(" ")
         table.add_row(
             read, how.strip("()"), cell(figure["rps"], 0), cell(figure["p50_ms"], 2),
-            cell(figure["p99_ms"], 2), cell(figure["max_ms"], 1), f"{figure['errors']['max']:.0f}",
+            cell(figure["p99_ms"], 2), cell(figure["max_ms"], 1), cell(figure["cpu_ms"], 3),
+            f"{figure['errors']['max']:.0f}",
         )  # fmt: skip
     console.print(table)
 
@@ -426,11 +447,15 @@ def main() -> None:
             for number in range(args.runs):
                 for target in ("describe", "status"):
                     with console.status(f"run {number + 1}: {target}, closed and open loops"):
-                        closed = run_client("closed", url, target, args.topics, args.seconds)
+                        closed = run_client(
+                            "closed", url, target, args.topics, args.seconds, server.pid
+                        )
                         runs.setdefault(
                             f"{target} (HTTP, {CONCURRENCY} clients closed loop)", []
                         ).append(figures(closed))
-                        opened = run_client("open", url, target, args.topics, args.seconds)
+                        opened = run_client(
+                            "open", url, target, args.topics, args.seconds, server.pid
+                        )
                         runs.setdefault(f"{target} (HTTP, {RATE:.0f}/s open loop)", []).append(
                             figures(opened)
                         )
