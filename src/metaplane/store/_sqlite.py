@@ -11,6 +11,7 @@ enforces, so a dead holder's keys are deleted by the survivors.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import contextlib
 import enum
@@ -88,6 +89,11 @@ _MAX_EVENTS_READ = 500
 the process that is behind takes its turn in each pass of the loop: ten caches catching up
 on a burst of 400,000 changes at 10,000 a read made a pass last seconds, past the lease
 refreshes' deadline."""
+_TAIL_EVENTS = 20_000
+"""Changes of the whole store kept decoded after a read of the log, for the other watches of
+this process that read the same revisions (the caches of a process's brokers each follow
+their own prefixes, and each read the whole log: ten of them decoded every change ten
+times)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -479,6 +485,11 @@ class SqliteStore(LocalStore):
         self._scans: set[sqlite3.Connection] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._data_version = -1
+        self._tail: list[WatchEvent] = []
+        """Every change of revisions `_tail_from` to `_tail_to`, in order (see `_TAIL_EVENTS`)."""
+        self._tail_revisions: list[int] = []
+        self._tail_from = 0
+        self._tail_to = -1
 
     @classmethod
     async def open(cls, path: str | Path, **options: Any) -> SqliteStore:
@@ -670,6 +681,51 @@ class SqliteStore(LocalStore):
         return self._read(lambda conn: _meta(conn, "floor"))
 
     def _read_log(self, prefix: str, start: int) -> tuple[Sequence[WatchEvent], int]:
+        if prefix != ROOT:
+            return self._read_log_rows(prefix, start)
+        if self._tail_from <= start <= self._tail_to:
+            floor = self._compact_floor()
+            if start < floor:
+                raise Compacted(floor)
+            return self._from_tail(start)
+        events, seen = self._read_log_rows(ROOT, start)
+        if start > self._tail_to:  # a reader behind the tail leaves it as it is
+            self._extend_tail(start, events, seen)
+        return events, seen
+
+    def _from_tail(self, start: int) -> tuple[Sequence[WatchEvent], int]:
+        """What a read of the whole log from `start` gives, from the decoded tail: at most
+        _MAX_EVENTS_READ changes (or one revision whole), and the last revision covered."""
+        revisions = self._tail_revisions
+        first = bisect.bisect_left(revisions, start)
+        end = first + _MAX_EVENTS_READ
+        if end >= len(revisions):
+            return self._tail[first:], self._tail_to
+        if revisions[end - 1] == revisions[end]:  # not in the middle of a revision
+            end = bisect.bisect_left(revisions, revisions[end], first)
+            if end == first:  # one revision larger than a read: take it whole
+                end = bisect.bisect_right(revisions, revisions[first])
+                if end == len(revisions):
+                    return self._tail[first:], self._tail_to
+        return self._tail[first:end], revisions[end] - 1
+
+    def _extend_tail(self, start: int, events: Sequence[WatchEvent], seen: int) -> None:
+        """Keep a read of the whole log from `start` to `seen` decoded: after the tail when
+        it follows it, else in its place; the oldest revisions go past _TAIL_EVENTS."""
+        if start != self._tail_to + 1:
+            self._tail, self._tail_revisions = [], []
+            self._tail_from, self._tail_to = start, start - 1
+        self._tail.extend(events)
+        self._tail_revisions.extend(event.revision for event in events)
+        self._tail_to = max(self._tail_to, seen)
+        excess = len(self._tail) - _TAIL_EVENTS
+        if excess > 0:
+            revisions = self._tail_revisions
+            cut = bisect.bisect_right(revisions, revisions[excess - 1])
+            self._tail_from = revisions[cut - 1] + 1
+            del self._tail[:cut], revisions[:cut]
+
+    def _read_log_rows(self, prefix: str, start: int) -> tuple[Sequence[WatchEvent], int]:
         def read(conn: sqlite3.Connection) -> tuple[Sequence[WatchEvent], int]:
             floor = _meta(conn, "floor")
             if start < floor:
