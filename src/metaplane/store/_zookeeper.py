@@ -16,12 +16,11 @@ revision and watches from one work only while nothing they cover changed since
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from kazoo.client import KazooClient  # type: ignore[import-untyped]
 from kazoo.exceptions import (  # type: ignore[import-untyped]
@@ -35,7 +34,6 @@ from kazoo.protocol.serialization import (  # type: ignore[import-untyped]
     CheckVersion,
     Create,
     Exists,
-    GetChildren2,
     GetData,
     SetData,
     Sync,
@@ -71,8 +69,6 @@ from metaplane.store._model import (
 )
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds a request may take before it raises `Unavailable`."""
@@ -117,6 +113,21 @@ class Node:
 
     data: bytes
     stat: ZnodeStat
+
+
+@dataclass(frozen=True, slots=True)
+class _Known:
+    """A key as this store last wrote it: its znode (not ephemeral) at data version
+    `version`, holding the key with version `version + offset` and `created` as its
+    create_revision. Known from the reply of that write on the store's session, and only
+    while the persistent watch runs: every change of the znode after the reply is notified
+    before any later reply, and the notification forgets it (so does a connection lost).
+    It stands for a read of the key at the reply's zxid, pinned by the data version as a
+    transaction pins what it read (see docs/store.md for the limit of a version check)."""
+
+    version: int
+    offset: int
+    created: int
 
 
 class _Stale(Exception):
@@ -176,6 +187,10 @@ class ZooKeeperStore(MetadataStore):
             connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0},
             logger=log,
         )
+        wire.fast_select(self._client)
+        self._inbox = wire.Inbox(self._loop)
+        """Replies, notifications and connection states of every session of the store,
+        handled on the loop in the order kazoo's threads hand them over."""
         self._leases: dict[int, _LeaseSession] = {}
         self._seen = 0
         """The zxid of the last reply of the store's session handled on the loop."""
@@ -183,6 +198,14 @@ class ZooKeeperStore(MetadataStore):
         """Notifications handled since that reply (their changes are after it)."""
         self._followers: set[Any] = set()
         self._watching = False
+        self._drops = 0
+        """Connections of the store's session lost so far, counted on kazoo's thread."""
+        self._epoch = 0
+        """The same count as the loop has handled it, in the order of the connection's
+        stream: the persistent watch may have missed changes since the last one."""
+        self._known: dict[str, _Known] = {}
+        """Keys this store last wrote on its own session (see `_Known`): a plain put of one
+        is a single setData."""
         self._closed = False
         wire.on_notification(self._client, self._notified)
         self._client.add_listener(self._state_changed)
@@ -211,14 +234,31 @@ class ZooKeeperStore(MetadataStore):
             return wire.key_name(path[len(self._root) :])
         return None
 
-    async def _request(self, request: Any, client: KazooClient | None = None) -> wire.Reply:
-        """Send one request; `Unavailable` when no reply came within the deadline."""
+    async def _request(
+        self,
+        request: Any,
+        client: KazooClient | None = None,
+        then: Callable[[wire.Reply], None] | None = None,
+    ) -> wire.Reply:
+        """Send one request; `Unavailable` when no reply came within the deadline. `then`
+        (the store's own session only) runs on the loop when the reply comes, in the order
+        of the connection's stream: before any notification sent after the reply."""
         if self._closed:
             raise Unavailable(f"{self.url}: the store is closed")
-        main = client is None
-        future = wire.call(
-            client or self._client, self._loop, request, self._observe if main else None
-        )
+        observe: Callable[[wire.Reply], None] | None = None
+        if client is None:
+            observe = self._observe
+            if then is not None:
+                epoch = self._epoch
+
+                def observe(reply: wire.Reply) -> None:
+                    self._observe(reply)
+                    # Kept only from a reply after which every change is notified: the
+                    # watch set up, and on the connection the request went out on.
+                    if self._watching and epoch == self._epoch:
+                        then(reply)
+
+        future = wire.call(client or self._client, self._inbox, request, observe)
         try:
             async with asyncio.timeout(self._options.timeout):
                 return await asyncio.shield(future)
@@ -336,51 +376,88 @@ class ZooKeeperStore(MetadataStore):
         self, prefixes: Iterable[str], bounds: List | None = None
     ) -> tuple[dict[str, Node], int] | None:
         """Every znode under `prefixes` (by key; the chroot itself left out) and the newest
-        zxid among what was read; None when a znode vanished between two reads."""
+        zxid among what was read; None when a znode vanished between two reads.
+
+        Level by level, in multiReads (`_read_many`): the data of every znode of the level,
+        then the children of those that have some, each listing followed by a read of its
+        parent's stat, so that a child that appears or vanishes after the listing moves the
+        pzxid read (and `newest`)."""
         found: dict[str, Node] = {}
         newest = 0
-        level: list[tuple[str, Node | None]] = []
-        for prefix in prefixes:
-            if prefix == ROOT:
-                level.append((ROOT, None))
-                continue
-            node = await self._read(self._path(prefix))
-            if node is None:
+        wanted = list(prefixes)
+        level: list[tuple[str, Node | None]] = [(ROOT, None)] if ROOT in wanted else []
+        tops = [prefix for prefix in wanted if prefix != ROOT]
+        for prefix, result in zip(
+            tops, await self._read_many([(wire.GET_DATA, self._path(p)) for p in tops]), strict=True
+        ):
+            if isinstance(result, NoNodeError):
                 newest = max(newest, await self._anchor(prefix))
-                continue
-            level.append((prefix, node))
+            else:
+                level.append((prefix, self._node(result, prefix)))
         while level:
-            parents = [key for key, node in level if node is None or node.stat.numChildren]
+            parents: list[str] = []
             for key, node in level:
-                if node is not None:
-                    newest = max(newest, node.stat.mzxid, node.stat.pzxid)
-                    found[key] = node
-            listed = await _windowed(self._children, [self._path(k) for k in parents])
+                if node is None:
+                    parents.append(key)
+                    continue
+                stat = node.stat
+                newest = max(newest, stat.mzxid, stat.pzxid)
+                found[key] = node
+                if stat.numChildren:
+                    parents.append(key)
+            reads: list[tuple[int, str]] = []
+            for parent in parents:
+                path = self._path(parent)
+                reads.append((wire.GET_CHILDREN, path))
+                reads.append((wire.GET_DATA, path))
+            listed = await self._read_many(reads)
             keys: list[str] = []
-            for parent, result in zip(parents, listed, strict=True):
-                if result is None:
+            for index, parent in enumerate(parents):
+                names, after = listed[2 * index], listed[2 * index + 1]
+                if isinstance(names, NoNodeError) or isinstance(after, NoNodeError):
                     return None
-                names, stat = result
+                stat = self._node(after, parent).stat
                 newest = max(newest, stat.pzxid, stat.mzxid)
                 base = "" if parent == ROOT else parent
-                for name in names:
+                for name in self._names(names, parent):
                     key = f"{base}/{wire.key_name(name)}"
                     if bounds is None or _may_hold(bounds, key):
                         keys.append(key)
-            nodes = await _windowed(self._read, [self._path(key) for key in keys])
-            if any(node is None for node in nodes):
-                return None
-            level = list(zip(keys, nodes, strict=True))
+            nodes = await self._read_many([(wire.GET_DATA, self._path(key)) for key in keys])
+            level = []
+            for key, result in zip(keys, nodes, strict=True):
+                if isinstance(result, NoNodeError):
+                    return None
+                level.append((key, self._node(result, key)))
         return found, newest
 
-    async def _children(self, path: str) -> tuple[list[str], ZnodeStat] | None:
-        reply = await self._request(GetChildren2(path, None))
-        if isinstance(reply.error, NoNodeError):
-            return None
-        if reply.error is not None:
-            raise wire.contract_error(reply.error, f"{self.url}: children of {path}")
-        children, stat = reply.value
-        return list(children), stat
+    def _node(self, result: Any, key: str) -> Node:
+        """A getData result of a multiRead as a Node (a read's error raised)."""
+        if isinstance(result, BaseException):
+            raise wire.contract_error(result, f"{self.url}: reading {key}")
+        data, stat = result
+        return Node(data, stat)
+
+    def _names(self, result: Any, key: str) -> list[str]:
+        """A getChildren result of a multiRead (a read's error raised)."""
+        if isinstance(result, BaseException):
+            raise wire.contract_error(result, f"{self.url}: children of {key}")
+        names: list[str] = result
+        return names
+
+    async def _read_many(self, reads: list[tuple[int, str]]) -> list[Any]:
+        """The results of `reads` (`wire.MultiRead`'s), in order: _BATCH reads a request,
+        _IN_FLIGHT requests at once, the next one sent as soon as one is answered."""
+        chunks = [reads[start : start + _BATCH] for start in range(0, len(reads), _BATCH)]
+        replies: list[list[Any]] = [[] for _ in chunks]
+        pending = iter(enumerate(chunks))
+
+        async def lane() -> None:
+            for index, chunk in pending:
+                replies[index] = await self._value(wire.MultiRead(chunk))
+
+        await asyncio.gather(*(lane() for _ in range(min(_IN_FLIGHT, len(chunks)))))
+        return [result for reply in replies for result in reply]
 
     async def _anchor(self, key: str) -> int:
         """The pzxid of the nearest znode above `key` that exists: the last time a child
@@ -396,7 +473,42 @@ class ZooKeeperStore(MetadataStore):
     # -- writes ------------------------------------------------------------------------
 
     async def _put(self, op: Put) -> int:
+        self._inbox.flush()  # notifications already in: a key changed is forgotten first
+        known = self._known.get(op.key) if not op.lease else None
+        if known is not None:
+            revision = await self._set(op, known)
+            if revision:
+                return revision
         return (await self._txn(Txn((), (op,), ()))).revision
+
+    async def _set(self, op: Put, known: _Known) -> int:
+        """A plain put of a key this store knows as it is (`_Known`): one setData on the
+        znode's data version, which only that znode in that state takes. 0 when the znode
+        moved on meanwhile: the caller reads and writes as a transaction."""
+        data = wire.encode(op.value, known.offset, known.created)
+
+        def written(reply: wire.Reply) -> None:
+            if reply.error is None:
+                self._remember(op.key, _Known(reply.value.version, known.offset, known.created))
+
+        epoch = self._epoch
+        request = wire.GuardedSetData(
+            self._path(op.key), data, known.version, lambda: self._drops == epoch
+        )
+        reply = await self._request(request, then=written)
+        if reply.error is None:
+            return int(reply.value.mzxid)
+        if self._known.get(op.key) is known:
+            del self._known[op.key]
+        if isinstance(reply.error, BadVersionError | NoNodeError):
+            return 0
+        raise wire.contract_error(reply.error, f"{self.url}: writing {op.key}")
+
+    def _remember(self, key: str, known: _Known) -> None:
+        self._known.pop(key, None)
+        if len(self._known) >= _KNOWN:
+            del self._known[next(iter(self._known))]
+        self._known[key] = known
 
     async def _txn(self, txn: Txn) -> TxnResult:
         for attempt in range(_ATTEMPTS):
@@ -426,7 +538,7 @@ class ZooKeeperStore(MetadataStore):
             elif plan.newest > read_at:
                 raise _Stale
             return TxnResult(succeeded, read_at, tuple(_at(r, read_at) for r in results))
-        zxid = await self._commit([*plan.guards, *plan.ops], lease)
+        zxid = await self._commit([*plan.guards, *plan.ops], lease, _written(plan, branch))
         return TxnResult(succeeded, zxid, tuple(_at(r, zxid) for r in results))
 
     async def _plan(self, txn: Txn) -> _Plan:
@@ -439,7 +551,13 @@ class ZooKeeperStore(MetadataStore):
                 prefixes.add(op.prefix)
             else:
                 keys.add(op.key)
-        for key in list(keys) + [p for p in prefixes if p != ROOT]:
+        # The parents of a key are read only when they matter: for a delete (the parents
+        # only it needed go with it), a prefix, or a key whose znode is missing (to create
+        # them, or to pin its absence); a key compared absent is probably missing.
+        wide = {op.key for op in (*txn.on_success, *txn.on_failure) if isinstance(op, Delete)}
+        wide.update(c.key for c in txn.compares if not c.whole_prefix and c.holds(None))
+        wide.update(p for p in prefixes if p != ROOT)
+        for key in list(wide):
             keys.update(_ancestors(key))
         paths = sorted(keys)
         read, tree = await asyncio.gather(
@@ -448,7 +566,14 @@ class ZooKeeperStore(MetadataStore):
         )
         if tree is None:
             raise _Stale
-        nodes: dict[str, Node | None] = {k: r[0] for k, r in zip(paths, read, strict=True)}
+        by_path = dict(zip(paths, read, strict=True))
+        missing = {a for k, r in by_path.items() if r[0] is None for a in _ancestors(k)}
+        if more := sorted(missing - keys):
+            again = await asyncio.gather(*(self._read_at(self._path(key)) for key in more))
+            by_path.update(zip(more, again, strict=True))
+            paths = sorted(by_path)
+            read = [by_path[key] for key in paths]
+        nodes: dict[str, Node | None] = {k: r[0] for k, r in by_path.items()}
         looked_at = {compare.key for compare in txn.compares if not compare.whole_prefix} | {
             op.key for op in (*txn.on_success, *txn.on_failure) if isinstance(op, Get)
         }
@@ -641,10 +766,21 @@ class ZooKeeperStore(MetadataStore):
         if above is not None:
             above.children -= 1
 
-    async def _commit(self, ops: list[Any], lease: int) -> int:
+    async def _commit(
+        self, ops: list[Any], lease: int, written: dict[str, _Known] | None = None
+    ) -> int:
+        """Run the multi `ops` (on `lease`'s session, if any); its zxid. `written`: the keys
+        it leaves as `_Known` (created at the multi's zxid where _PENDING)."""
         session = self._leases.get(lease) if lease else None
         client = session.client if session is not None else None
-        reply = await self._request(Transaction(ops), client)
+
+        def committed(reply: wire.Reply) -> None:
+            if reply.error is None and written and not _failed(reply.value):
+                for key, known in written.items():
+                    created = reply.zxid if known.created == _PENDING else known.created
+                    self._remember(key, _Known(known.version, known.offset, created))
+
+        reply = await self._request(Transaction(ops), client, committed)
         error = reply.error
         if error is None and isinstance(reply.value, list):
             failed = [r for r in reply.value if isinstance(r, Exception)]
@@ -652,6 +788,8 @@ class ZooKeeperStore(MetadataStore):
             if error is None and failed:
                 error = failed[0]
         if isinstance(error, BadVersionError | NoNodeError | NodeExistsError | NotEmptyError):
+            for key in written or ():
+                self._known.pop(key, None)
             raise _Stale
         if error is not None:
             if session is not None and session.lost:
@@ -677,6 +815,7 @@ class ZooKeeperStore(MetadataStore):
             logger=log,
         )
         session = _LeaseSession(client)
+        wire.fast_select(client)
         wire.no_heartbeat(client)
         wire.on_negotiated(client, lambda seconds: setattr(session, "ttl", seconds))
         client.add_listener(lambda state: self._lease_state(session, state))
@@ -704,7 +843,7 @@ class ZooKeeperStore(MetadataStore):
         session = self._leases.get(lease)
         if session is None or session.lost:
             raise LeaseNotFound(lease)
-        future = wire.call(session.client, self._loop, Exists(self._root, None))
+        future = wire.call(session.client, self._inbox, Exists(self._root, None))
         try:
             async with asyncio.timeout(timeout or self._options.timeout):
                 reply = await asyncio.shield(future)
@@ -740,8 +879,10 @@ class ZooKeeperStore(MetadataStore):
     async def _install_watch(self) -> None:
         """One persistent recursive watch on the chroot for the store's session: every
         watch of this store is served from its notifications."""
+        epoch = self._epoch
         await self._value(wire.AddWatch(self._root, wire.PERSISTENT_RECURSIVE))
-        self._watching = True
+        if epoch == self._epoch:  # else set up again once connected again
+            self._watching = True
 
     def follow(self, follower: Any) -> tuple[int, list[str]]:
         """Register `follower` for notifications: the zxid after which every change is
@@ -756,27 +897,33 @@ class ZooKeeperStore(MetadataStore):
 
     def _notified(self, event_type: int, path: str) -> None:
         """From kazoo's connection thread: a znode changed."""
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._dispatch, path)
+        self._inbox.put(self._dispatch, path)
 
     def _dispatch(self, path: str) -> None:
         self._recent.append(path)
         key = self._key(path)
         if key is None:
             return
+        self._known.pop(key, None)
         for follower in list(self._followers):
             follower.hint(key)
 
     def _state_changed(self, state: str) -> None:
-        """From kazoo's thread: a connection lost loses the watch's notifications."""
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._connection_state, state)
+        """From kazoo's connection thread: a connection lost loses the watch's
+        notifications. Counted here, before any request goes out on the next connection."""
+        if state in (KazooState.SUSPENDED, KazooState.LOST):
+            self._drops += 1
+        self._inbox.put(self._connection_state, (state, self._drops))
 
-    def _connection_state(self, state: str) -> None:
+    def _connection_state(self, change: tuple[str, int]) -> None:
+        state, drops = change
+        if state in (KazooState.SUSPENDED, KazooState.LOST):
+            self._epoch = drops
+            self._watching = False
+            self._known.clear()
         if self._closed:
             return
         if state in (KazooState.SUSPENDED, KazooState.LOST):
-            self._watching = False
             for follower in list(self._followers):
                 follower.fail(Unavailable(f"{self.url}: connection to ZooKeeper lost ({state})"))
         elif state == KazooState.CONNECTED and not self._watching:
@@ -818,17 +965,15 @@ class ZooKeeperStore(MetadataStore):
         await asyncio.to_thread(_stop, self._client)
 
 
-_WINDOW = 1000
-"""Reads of one walk in flight at once. Sent all together, a level of 100,000 znodes queued
-its last reads behind the others past the request timeout (`Unavailable`)."""
-
-
-async def _windowed(read: Callable[[str], Awaitable[T]], paths: list[str]) -> list[T]:
-    """`read` of every path, in order, with at most _WINDOW of them in flight."""
-    results: list[T] = []
-    for start in range(0, len(paths), _WINDOW):
-        results.extend(await asyncio.gather(*map(read, paths[start : start + _WINDOW])))
-    return results
+_KNOWN = 100_000
+"""Keys remembered as last written (`_Known`) at most: the oldest is forgotten first."""
+_BATCH = 100
+"""Reads of one multiRead (a walk's): few enough that a reply stays small even with large
+values, many enough that a request's cost in kazoo's thread and on the loop is shared."""
+_IN_FLIGHT = 10
+"""A walk's multiReads in flight at once (at most _BATCH × _IN_FLIGHT znodes being read, as
+the 1,000 single reads before them: a level of 100,000 znodes sent all together queued its
+last reads past the request timeout)."""
 
 
 def _stop(client: KazooClient) -> None:
@@ -858,6 +1003,25 @@ def _may_hold(bounds: List, key: str) -> bool:
     if bounds.start_after is not None and prefix_end(key) <= bounds.start_after:
         return False
     return bounds.end_before is None or key < bounds.end_before
+
+
+def _failed(value: Any) -> bool:
+    """Whether a multi's results hold an error (kazoo sets those as the value)."""
+    return isinstance(value, list) and any(isinstance(result, Exception) for result in value)
+
+
+def _written(plan: _Plan, branch: tuple[Any, ...]) -> dict[str, _Known]:
+    """The keys a planned branch puts without a lease on znodes of their own kind, as the
+    multi leaves them (created _PENDING: the multi's zxid)."""
+    written: dict[str, _Known] = {}
+    for op in branch:
+        if isinstance(op, Put) and not op.lease:
+            znode = plan.znodes.get(op.key)
+            if znode is not None and znode.owner == 0 and znode.entry is not None:
+                entry = znode.entry
+                offset = entry.version - znode.version
+                written[op.key] = _Known(znode.version, offset, entry.create_revision)
+    return written
 
 
 def _holds(plan: _Plan, compare: Any) -> bool:

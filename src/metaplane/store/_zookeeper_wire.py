@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 import re
+import select
 import socket
 import struct
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +26,7 @@ from typing import Any
 from kazoo import retry as kazoo_retry  # type: ignore[import-untyped]
 from kazoo.client import KazooClient  # type: ignore[import-untyped]
 from kazoo.exceptions import (  # type: ignore[import-untyped]
+    EXCEPTIONS,
     AuthFailedError,
     ConnectionClosedError,
     ConnectionLoss,
@@ -34,7 +38,14 @@ from kazoo.exceptions import (  # type: ignore[import-untyped]
     ZookeeperError,
 )
 from kazoo.protocol import connection as kazoo_connection  # type: ignore[import-untyped]
-from kazoo.protocol.serialization import Watch, int_struct, write_string  # type: ignore[import-untyped]
+from kazoo.protocol.serialization import (  # type: ignore[import-untyped]
+    SetData,
+    Watch,
+    int_struct,
+    multiheader_struct,
+    stat_struct,
+    write_string,
+)
 from kazoo.protocol.states import ZnodeStat  # type: ignore[import-untyped]
 
 from metaplane.store._errors import (
@@ -75,6 +86,100 @@ class AddWatch:
         return True
 
 
+GET_DATA = 4
+GET_CHILDREN = 8
+_MULTI_READ = 22
+_HEADER_SIZE = multiheader_struct.size
+_INT_SIZE = int_struct.size
+_STAT_SIZE = stat_struct.size
+
+
+class MultiRead:
+    """ZooKeeper 3.6's multiRead (opcode 22), which kazoo 2.11 does not have: several
+    getData / getChildren in one request and one reply. Not atomic: each read sees the
+    tree as the server has it when it gets to that read, in order. Its value is one result
+    a read: `(data, stat)` for a getData, the list of names for a getChildren, or the
+    kazoo exception of that read (`NoNodeError`: the znode is missing)."""
+
+    type = _MULTI_READ
+
+    def __init__(self, reads: list[tuple[int, str]]) -> None:
+        self.reads = reads
+
+    def serialize(self) -> bytearray:
+        buffer = bytearray()
+        for kind, path in self.reads:
+            buffer += multiheader_struct.pack(kind, False, -1)
+            buffer += write_string(path)
+            buffer += b"\0"  # no watch
+        buffer += multiheader_struct.pack(-1, True, -1)
+        return buffer
+
+    @classmethod
+    def deserialize(cls, buffer: bytes, offset: int) -> list[Any]:
+        results: list[Any] = []
+        unpack_header = multiheader_struct.unpack_from
+        unpack_int = int_struct.unpack_from
+        unpack_stat = stat_struct.unpack_from
+        make_stat = ZnodeStat._make
+        while True:
+            kind, done, error = unpack_header(buffer, offset)
+            offset += _HEADER_SIZE
+            if done:
+                return results
+            if kind == GET_DATA:
+                (length,) = unpack_int(buffer, offset)
+                offset += _INT_SIZE
+                if length < 0:
+                    data = b""
+                else:
+                    data = bytes(buffer[offset : offset + length])
+                    offset += length
+                results.append((data, make_stat(unpack_stat(buffer, offset))))
+                offset += _STAT_SIZE
+            elif kind == GET_CHILDREN:
+                (count,) = unpack_int(buffer, offset)
+                offset += _INT_SIZE
+                names = []
+                for _ in range(max(count, 0)):
+                    (length,) = unpack_int(buffer, offset)
+                    offset += _INT_SIZE
+                    names.append(buffer[offset : offset + length].decode("utf-8"))
+                    offset += length
+                results.append(names)
+            else:  # an error: its code (the header's, then again in the body)
+                (code,) = unpack_int(buffer, offset)
+                offset += _INT_SIZE
+                results.append(EXCEPTIONS[code or error]())
+
+
+class GuardedSetData:
+    """A setData that the server refuses (`BadVersionError`) unless `valid()` holds when
+    kazoo's connection thread sends it: `valid` tells whether the connection it goes out on
+    is the one its version was learned on (a request queued while the connection drops is
+    sent on the next one, after changes whose notifications were lost)."""
+
+    type = SetData.type
+
+    def __init__(self, path: str, data: bytes, version: int, valid: Callable[[], bool]) -> None:
+        self.path = path
+        self.data = data
+        self.version = version
+        self.valid = valid
+
+    def serialize(self) -> bytearray:
+        # -1 means any version; any other negative one matches no znode.
+        version = self.version if self.valid() else _NO_VERSION
+        return bytearray(SetData(self.path, self.data, version).serialize())
+
+    @classmethod
+    def deserialize(cls, buffer: bytes, offset: int) -> Any:
+        return SetData.deserialize(buffer, offset)
+
+
+_NO_VERSION = -2
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     """A request's outcome: its value or the kazoo exception, and the zxid of the reply."""
@@ -82,6 +187,38 @@ class Reply:
     value: Any
     error: BaseException | None
     zxid: int
+
+
+class Inbox:
+    """What kazoo's threads hand to the event loop (replies, notifications, state changes),
+    run on the loop in the order it was handed over. One wake-up of the loop takes every
+    item queued by then: under load, a reply or a notification costs kazoo's connection
+    thread an append, not a write to the loop's wake-up pipe."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._items: deque[tuple[Callable[[Any], None], Any]] = deque()
+        self._scheduled = False
+
+    def put(self, callback: Callable[[Any], None], argument: Any) -> None:
+        """From any thread: `callback(argument)` on the loop, after every item put before."""
+        self._items.append((callback, argument))
+        if not self._scheduled:
+            self._scheduled = True
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+                self._loop.call_soon_threadsafe(self._drain)
+
+    def flush(self) -> None:
+        """On the loop: run what was handed over so far now, before its scheduled turn."""
+        self._drain()
+
+    def _drain(self) -> None:
+        # Reset first: an item appended after the last look below schedules another drain.
+        self._scheduled = False
+        items = self._items
+        while items:
+            callback, argument = items.popleft()
+            callback(argument)
 
 
 class _Pending:
@@ -100,13 +237,13 @@ class _Pending:
 
 def call(
     client: KazooClient,
-    loop: asyncio.AbstractEventLoop,
+    inbox: Inbox,
     request: Any,
     observe: Callable[[Reply], None] | None = None,
 ) -> asyncio.Future[Reply]:
-    """Queue `request` on `client`; the future resolves on `loop` with its Reply, after
-    `observe(reply)` ran on the loop (in the order of the connection's stream)."""
-    future: asyncio.Future[Reply] = loop.create_future()
+    """Queue `request` on `client`; the future resolves on the inbox's loop with its Reply,
+    after `observe(reply)` ran on the loop (in the order of the connection's stream)."""
+    future: asyncio.Future[Reply] = inbox._loop.create_future()
 
     def resolve(reply: Reply) -> None:
         if observe is not None:
@@ -114,11 +251,7 @@ def call(
         if not future.done():
             future.set_result(reply)
 
-    def deliver(reply: Reply) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
-            loop.call_soon_threadsafe(resolve, reply)
-
-    client._call(request, _Pending(client, deliver))
+    client._call(request, _Pending(client, lambda reply: inbox.put(resolve, reply)))
     return future
 
 
@@ -132,9 +265,53 @@ def on_notification(client: KazooClient, listener: Callable[[int, str], None]) -
     def read_watch_event(buffer: bytes, offset: int) -> Any:
         watch, _ = Watch.deserialize(buffer, offset)
         listener(watch.type, watch.path)
-        return original(buffer, offset)
+        if client._data_watchers or client._child_watchers:
+            return original(buffer, offset)
+        return None  # no one-shot watcher to tell (kazoo's own would look and find none)
 
     connection._read_watch_event = read_watch_event
+
+
+_READABLE = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR | select.POLLNVAL
+_WRITABLE = select.POLLOUT | select.POLLHUP | select.POLLERR | select.POLLNVAL
+
+
+def poll_select(
+    rlist: list[Any], wlist: list[Any], xlist: list[Any], timeout: float | None = None
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """kazoo's `select` on `poll`: kazoo 2.11 makes, registers and closes an epoll selector
+    for each wait, three or four times a message (before each read of a length and of a
+    body, each write, and in its loop); one poll call is a single system call. Any number of
+    descriptors, as kazoo's (plain `select` is limited to 1,024)."""
+    poller = select.poll()
+    wanted: dict[int, int] = {}
+    for objects, mask in ((rlist, select.POLLIN | select.POLLPRI), (wlist, select.POLLOUT)):
+        for item in objects:
+            fd = _fd(item)
+            if fd < 0:
+                raise ValueError("Invalid event mask or fd")
+            wanted[fd] = wanted.get(fd, 0) | mask
+    for fd, mask in wanted.items():
+        poller.register(fd, mask)
+    if timeout is None:
+        ready = poller.poll()
+    else:
+        if timeout < 0:
+            raise ValueError("timeout must be non-negative")
+        ready = poller.poll(math.ceil(timeout * 1000))
+    events = dict(ready)
+    readable = [item for item in rlist if events.get(_fd(item), 0) & _READABLE]
+    writable = [item for item in wlist if events.get(_fd(item), 0) & _WRITABLE]
+    return readable, writable, []
+
+
+def _fd(item: Any) -> int:
+    return item if isinstance(item, int) else int(item.fileno())
+
+
+def fast_select(client: KazooClient) -> None:
+    """`client`'s connection waits on its sockets with `poll_select`."""
+    client.handler.select = poll_select
 
 
 def no_heartbeat(client: KazooClient) -> None:
