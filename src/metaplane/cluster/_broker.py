@@ -24,6 +24,7 @@ from metaplane._tasks import cancel_and_wait
 from metaplane.cache import LocalCache
 from metaplane.cluster._cursors import DEFAULT_EVERY, DEFAULT_INTERVAL, CursorBatcher
 from metaplane.cluster._journal import NO_JOURNAL, Journal
+from metaplane.cluster._moves import UNLOAD
 from metaplane.coordination import Session, SessionState
 from metaplane.layout import KeyKind, TopicName
 from metaplane.resources import (
@@ -75,6 +76,16 @@ log = logging.getLogger(__name__)
 _STEP = RetryPolicy(conflicts=2, unavailable=2.0)
 """A step sends its change again for two seconds at most; the loop retries the step after."""
 
+_MARKERS_A_SECOND = 5_000
+"""The looks at the unassigned markers read at most about so many markers a second, on
+average: with many topics waiting (100,000 created at once, a cluster starting with all its
+topics unplaced) the looks space out instead of reading the whole backlog every interval."""
+
+_RESYNC_POLL = 0.5
+"""How often the marker task checks whether the broker's cache has resynced (a counter: no
+store access). A resync may complete without handing the loop over, so its state is not
+waited for."""
+
 
 class TopicHost(Protocol):
     """The broker's side of topic ownership: the BrokerNode calls it."""
@@ -103,6 +114,10 @@ class BrokerConfig:
     """How long `start` waits for a predecessor's registration (same id, a dead process)."""
     stop_timeout: float = 15.0
     """How long `stop` tries to hand its topics over before it gives up (and says so)."""
+    marker_interval: float = 2.0
+    """How often the broker looks at the unassigned markers for those naming it (a topic
+    assigned and taken away before its watch showed the assignment), besides at start and
+    after each resync of its cache. Spaced out further while many topics wait."""
 
 
 @dataclass(slots=True)
@@ -133,7 +148,13 @@ class BrokerNode:
       under the hand-over's fence), then write the cursors and the sealed state in one
       change that holds only while the unassigned marker that took the topic away is
       unchanged — the leader, which waits for the seal, never assigns it before;
-    - loaded under an assignment since replaced (moved away and back): hand over to itself.
+    - loaded under an assignment since replaced (moved away and back): hand over to itself;
+    - taken away before it was loaded (the leader waits for its seal): seal it under the
+      marker that took it, at what the store shows as published. The broker learns of such a
+      topic from the assignment's deletion or, when its watch showed neither the assignment
+      nor its removal (both between two read-backs of a ZooKeeper watch, or before a resync
+      of its cache), from the unassigned markers naming it, which it reads at start, after
+      each resync and every `marker_interval` seconds.
 
     A step that fails (the store away, one transient error) is retried with backoff until it
     succeeds or the assignments change; a step that cannot succeed (the topic was deleted,
@@ -183,6 +204,10 @@ class BrokerNode:
         self._taken_unserved: set[TopicName] = set()
         """Topics assigned to us and taken away again before we loaded them: the leader
         still waits for their seal."""
+        self._dealt: dict[TopicName, int] = {}
+        """Markers naming us that a hand-over or a seal has dealt with (sealed under it,
+        found it sealed, or refused as changed), by topic: their mod_revision. A look at the
+        markers skips them; it drops those it no longer sees."""
         self._changed = asyncio.Event()
         self._converged = asyncio.Condition()
         self._converged_at = 0
@@ -198,6 +223,8 @@ class BrokerNode:
         """Topics unloaded without a seal: deleted, or taken without a marker to seal under."""
         self.step_failures = 0
         """Steps that failed and were retried."""
+        self.marker_looks = 0
+        """Looks at the unassigned markers (at start, after each resync, periodically)."""
         self.on_hand_over: Callable[[TopicName, float], None] | None = None
         """Called with a topic and the seconds its hand-over took, once it is sealed."""
 
@@ -231,6 +258,7 @@ class BrokerNode:
         self._tasks = [
             loop.create_task(self._reconcile_loop(), name=f"broker {self.broker_id}"),
             loop.create_task(self._report_load(), name=f"load report {self.broker_id}"),
+            loop.create_task(self._look_for_markers(), name=f"markers {self.broker_id}"),
         ]
         await self.caught_up(self._cache.applied_revision, timeout=None)
         log.info("broker %d started with %d topics", self.broker_id, len(self._serving))
@@ -531,10 +559,14 @@ class BrokerNode:
         assigned to us again since (`token`)."""
         self._serving.discard(topic)
         fence: Condition | None = None
+        marker: Entry | None = None
         if token is not None:
             fence = owned(self.broker_id, topic, token)
         else:
-            fence = await self._marker_fence(topic)
+            marker = await self._marker(topic)
+            if marker is not None:
+                fence = unchanged(marker.key, marker.mod_revision)
+                self._dealt[topic] = marker.mod_revision
         await self._hand_over(topic, fence)
 
     async def _hand_over_at_stop(self, topic: TopicName) -> None:
@@ -542,16 +574,17 @@ class BrokerNode:
         served = self._served[topic]
         await self._hand_over(topic, owned(self.broker_id, topic, served.token))
 
-    async def _marker_fence(self, topic: TopicName) -> Condition | None:
-        """The fence of a hand-over: the unassigned marker that took the topic from us, as
-        it is now; None when there is none (the topic was deleted, or taken otherwise)."""
+    async def _marker(self, topic: TopicName) -> Entry | None:
+        """The unassigned marker that took the topic from us, as it is now — a hand-over is
+        fenced on it being unchanged; None when there is none (the topic was deleted, or
+        taken otherwise)."""
         marker = await self.store.get(layout.unassigned(topic))
         if marker is None:
             return None
         value = decode_value(marker.key, marker.value)
         if not isinstance(value, UnassignedMarker) or value.from_broker != self.broker_id:
             return None
-        return unchanged(marker.key, marker.mod_revision)
+        return marker
 
     async def _hand_over(self, topic: TopicName, fence: Condition | None) -> None:
         """Unload `topic` (once), then write its cursors and sealed state in one change
@@ -607,37 +640,121 @@ class BrokerNode:
 
     async def _seal_unserved(self, topic: TopicName) -> None:
         """Seal a topic taken from us before we loaded it, under the marker that took it, at
-        what the store shows as published: the leader, waiting for the seal, may go on."""
-        marker = await self.store.get(layout.unassigned(topic))
-        fence = await self._marker_fence(topic)
+        what the store shows as published (or we published, if we served it before): the
+        leader, waiting for the seal, may go on. Nothing is written when the marker is gone
+        or names another broker, or a seal newer than the marker exists (ours, already);
+        a seal whose marker changed meanwhile (assigned since: its new owner may have loaded
+        it) is refused by its fence."""
+        marker = await self._marker(topic)
+        if marker is None:
+            self._taken_unserved.discard(topic)
+            return
         sealed = await self.store.get(layout.storage_state(topic))
-        if (
-            marker is None
-            or fence is None
-            or (sealed is not None and sealed.mod_revision > marker.mod_revision)
-        ):
+        if sealed is not None and sealed.mod_revision > marker.mod_revision:
+            self._dealt[topic] = marker.mod_revision
             self._taken_unserved.discard(topic)
             return
         start, _ = await self.recover_start(topic)
+        last = max(start - 1, self._published.get(topic, -1))
         state = SealedState(
             sealed=True,
-            last_committed_offset=max(start - 1, 0),
+            last_committed_offset=max(last, 0),
             broker_id=self.broker_id,
             timestamp=int(time.time()),
         )
+        fence = unchanged(marker.key, marker.mod_revision)
         change = Change((), (Put(layout.storage_state(topic), encode(state)),)).guarded(fence)
+        self._dealt[topic] = marker.mod_revision  # (a failed write stays in _taken_unserved)
         try:
             revision = await self._writer.apply(change)
-        except (ChangedSinceRead, Fenced):
+        except (ChangedSinceRead, Fenced) as refused:
             self._taken_unserved.discard(topic)
+            log.warning("broker %d: %s not sealed: %s", self.broker_id, topic, refused)
             return
         self._taken_unserved.discard(topic)
-        self.journal.record(
-            "sealed", topic=topic.path, last=start - 1, cursors={}, revision=revision
+        self.journal.record("sealed", topic=topic.path, last=last, cursors={}, revision=revision)
+        log.info("broker %d sealed %s (never loaded) at offset %d", self.broker_id, topic, last)
+
+    # -- markers naming this broker ----------------------------------------------------
+
+    async def _look_for_markers(self) -> None:
+        """Look at the unassigned markers at start, after each resync of the cache, and every
+        `marker_interval` seconds — spaced out to about `_MARKERS_A_SECOND` markers read a
+        second while many topics wait. A look that fails is tried again within a second."""
+        loop = asyncio.get_running_loop()
+        resyncs = self._cache.resyncs
+        due = loop.time()  # a first look at once
+        while True:
+            if loop.time() >= due or self._cache.resyncs != resyncs:
+                resyncs = self._cache.resyncs
+                try:
+                    read, _ = await self._look_at_markers()
+                except MetadataError as error:
+                    log.warning("broker %d: no look at the markers: %s", self.broker_id, error)
+                    due = loop.time() + min(self.config.marker_interval, 1.0)
+                else:
+                    spaced = read / _MARKERS_A_SECOND
+                    due = loop.time() + max(self.config.marker_interval, spaced)
+            await asyncio.sleep(max(min(_RESYNC_POLL, due - loop.time()), 0.0))
+
+    async def look_at_markers(self) -> list[TopicName]:
+        """Look now at the unassigned markers for topics taken from this broker (`unload`
+        markers naming it) that it neither serves nor is assigned, and has not sealed under
+        that marker yet; hand them to the reconciliation, which seals each under its marker.
+        Return those topics. The broker does this by itself (see `marker_interval`)."""
+        _, found = await self._look_at_markers()
+        return found
+
+    async def _look_at_markers(self) -> tuple[int, list[TopicName]]:
+        """One look: how many markers it read, and the topics it found to seal.
+
+        A broker's watch shows it every assignment and its removal, except when both fall
+        where the watch shows nothing: between two read-backs of a ZooKeeper watch, or
+        before a resync of its cache (history compacted, or ZooKeeper's none). The marker
+        that took the topic still names it, and the leader waits for its seal: found here.
+        The markers are read, not followed: they grow with the topics waiting (all of them
+        while no broker can take them), and a broker's memory grows only with what it serves.
+        """
+        self.marker_looks += 1
+        needle, reason = str(self.broker_id).encode(), UNLOAD.encode()
+        named: dict[TopicName, int] = {}
+        read = 0
+        async with self.store.scan(layout.unassigned_prefix()) as pages:
+            async for page in pages:
+                read += len(page)
+                for entry in page:
+                    if needle not in entry.value or reason not in entry.value:
+                        continue  # most markers: `null` (a new topic), or another broker's
+                    try:
+                        value = decode_value(entry.key, entry.value)
+                    except MetadataError:
+                        continue  # malformed: not ours to judge here
+                    topic = layout.parse(entry.key).topic_name
+                    if (
+                        isinstance(value, UnassignedMarker)
+                        and value.reason == UNLOAD
+                        and value.from_broker == self.broker_id
+                        and topic is not None
+                    ):
+                        named[topic] = entry.mod_revision
+        self._dealt = {t: r for t, r in self._dealt.items() if t in named}
+        desired = self._desired()
+        found = sorted(
+            topic
+            for topic, revision in named.items()
+            if topic not in desired
+            and topic not in self._served
+            and self._dealt.get(topic) != revision
         )
-        log.info(
-            "broker %d sealed %s (never loaded) at offset %d", self.broker_id, topic, start - 1
-        )
+        if found:
+            log.info(
+                "broker %d: taken before it saw them assigned: %s",
+                self.broker_id,
+                [topic.path for topic in found],
+            )
+            self._taken_unserved.update(found)
+            self._changed.set()
+        return read, found
 
     async def _follow(self, *topics: TopicName) -> None:
         """The cache follows these topics' keys (and their namespaces' policies) from now
