@@ -16,12 +16,6 @@ MERGED_BATCHES = (
     "a ZooKeeper watch reads each notified key back: changes between two reads arrive merged "
     "into one batch, so a count of batches (one a write, or one a planned break) does not hold"
 )
-UNSEEN_ASSIGNMENT = (
-    "on ZooKeeper a broker's cache that resyncs (its watch came up after the change, and there "
-    "is no history to replay) never sees an assignment created and taken away in between, nor "
-    "does a watch that reads both changes back as one; the leader then waits for a seal that "
-    "never comes (open: the broker should also look for the unassigned markers naming it)"
-)
 READS_THE_PAST = (
     "the case checks that one transaction wrote its keys by reading the store at the revision "
     "before it: ZooKeeper keeps no history to read there"

@@ -15,6 +15,8 @@ import asyncio
 import pytest
 
 from metaplane import layout
+from metaplane.cache import CacheState
+from metaplane.cluster import BrokerNode
 from metaplane.resources import (
     Change,
     ObjectDescriptor,
@@ -27,18 +29,20 @@ from metaplane.resources import (
     owned,
 )
 from metaplane.store import MetadataStore, Put
-from metaplane.testing import FaultyStore, deletes, writes
+from metaplane.testing import Fault, FaultyStore, deletes, writes
 from tests.cluster.brokers import (
     BROKER,
     OTHER,
     Started,
+    Topics,
     assign,
+    config,
     cursor,
     move_away,
     sealed,
 )
 from tests.cluster.test_cluster import converged, create_topics
-from tests.on_zookeeper import EVERY_BACKEND, UNSEEN_ASSIGNMENT, WITHOUT_ZK
+from tests.on_zookeeper import EVERY_BACKEND
 
 pytestmark = EVERY_BACKEND
 
@@ -262,7 +266,6 @@ async def test_a_transient_error_while_handing_over_is_retried(
     assert entry is not None and entry.version == 1  # written once
 
 
-@pytest.mark.backends(*WITHOUT_ZK, reason=UNSEEN_ASSIGNMENT)
 async def test_a_topic_taken_before_it_was_loaded_is_sealed_for_the_leader(
     store: MetadataStore, faulty: FaultyStore, start_broker: Started
 ) -> None:
@@ -279,6 +282,124 @@ async def test_a_topic_taken_before_it_was_loaded_is_sealed_for_the_leader(
     assert state.broker_id == BROKER
     assert topic not in broker.owned
     assert host.loads in ([], [(topic, 4)])  # heard of both at once, or loaded it first
+
+
+async def test_a_topic_taken_while_the_broker_heard_nothing_is_sealed_under_its_marker(
+    store: MetadataStore, faulty: FaultyStore, start_broker: Started
+) -> None:
+    """The broker's watch shows nothing (held back) while the topic is assigned to it and
+    moved away — as when both changes fall between two read-backs of a ZooKeeper watch.
+    Its look at the unassigned markers finds the one naming it: it seals the topic under it
+    (once, however often it looks again), and the new owner resumes after the seal."""
+    topic = (await create_topics(store, 1))[0]
+    await SubscriptionManager(store).write_cursor(topic, "sub", 3)
+    broker, host = await start_broker(marker_interval=0.05)
+    await watching(store, broker)
+    held = faulty.hang("watch")
+    await held.wait_struck()
+    assigned = await OwnershipManager(store).assign(topic, BROKER)
+    await move_away(store, topic)
+    state = await sealed(store, topic)
+    assert (state.last_committed_offset, state.broker_id) == (3, BROKER)
+    assert broker.cache.applied_revision < assigned  # the seal came from the marker
+    assert host.loads == []
+    assert await broker.look_at_markers() == []  # sealed under this marker already
+    assert await broker.look_at_markers() == []
+    entry = await store.get(layout.storage_state(topic))
+    assert entry is not None and entry.version == 1
+    # The new owner (on a store whose watches work) resumes after the seal and clears it.
+    other_host = Topics()
+    other = BrokerNode(store, config(OTHER), other_host)
+    await other.start()
+    try:
+        await assign(store, topic, other)
+        assert other_host.loads == [(topic, 4)]
+        assert await store.get(layout.storage_state(topic)) is None
+        faulty.remove(held)  # the broker hears of it all, late: it writes no seal
+        await broker.caught_up(await store.revision(), timeout=20)
+        assert await store.get(layout.storage_state(topic)) is None
+        assert topic not in broker.owned and topic in other.owned
+        assert host.loads in ([], [(topic, 4)])  # a late look at a stale assignment
+    finally:
+        await other.stop()
+
+
+async def test_a_topic_taken_before_a_resync_is_sealed_under_its_marker(
+    store: MetadataStore, faulty: FaultyStore, start_broker: Started
+) -> None:
+    """The broker's watch is broken while the topic is assigned to it and moved away, and
+    the history is compacted (ZooKeeper has none): its cache resyncs and shows no
+    difference. The broker looks at the markers after the resync (it looks periodically
+    only once an hour here), seals the topic, and the new owner resumes after the seal."""
+    topic = (await create_topics(store, 1))[0]
+    await SubscriptionManager(store).write_cursor(topic, "sub", 3)
+    broker, host = await start_broker(marker_interval=3600)
+    await watching(store, broker)
+    resyncs = broker.cache.resyncs
+    broken = faulty.fail("watch", times=None)
+    await broker.cache.wait_state(CacheState.DISCONNECTED, timeout=10)
+    await OwnershipManager(store).assign(topic, BROKER)
+    await move_away(store, topic)
+    await store.compact(await store.revision())
+    faulty.remove(broken)
+    state = await sealed(store, topic)
+    assert (state.last_committed_offset, state.broker_id) == (3, BROKER)
+    assert broker.cache.resyncs > resyncs
+    assert host.loads == []
+    other, other_host = await start_broker(OTHER)
+    await assign(store, topic, other)
+    assert other_host.loads == [(topic, 4)]
+    assert await store.get(layout.storage_state(topic)) is None
+    assert await broker.look_at_markers() == []
+
+
+async def test_a_seal_held_up_until_the_new_owner_loaded_is_refused(
+    store: MetadataStore, faulty: FaultyStore, start_broker: Started
+) -> None:
+    """The broker's seal of a topic taken before it heard of it is held up in a slow store
+    until the leader gave up waiting and the new owner loaded the topic and acknowledged
+    more: the seal, under a marker that is gone, is refused — it neither appears nor sends
+    a later owner back."""
+    topic = (await create_topics(store, 1))[0]
+    await SubscriptionManager(store).write_cursor(topic, "sub", 3)
+    broker, host = await start_broker(marker_interval=3600)
+    await watching(store, broker)
+    held = faulty.hang("watch")
+    await held.wait_struck()
+    await OwnershipManager(store).assign(topic, BROKER)
+    await move_away(store, topic)
+    state_key = layout.storage_state(topic)
+    stuck = faulty.add(Fault("txn", state_key, times=None, kind="hang", when=writes(state_key)))
+    await broker.look_at_markers()  # (or a look of its own found it already)
+    await stuck.wait_struck()  # the seal is on its way
+    faulty.remove(held)
+    other, other_host = await start_broker(OTHER)
+    revision = await OwnershipManager(store).assign(topic, OTHER)  # no seal: the leader gave up
+    await other.caught_up(revision, timeout=20)
+    assert other_host.loads == [(topic, 4)]
+    other_host.publish(topic, 10)
+    other.ack(topic, "sub", 13)
+    assert await other.cursors.flush(topic) is not None
+    await broker.cache.wait_for(revision)
+    faulty.remove(stuck)
+    await broker.caught_up(await store.revision(), timeout=20)
+    assert await store.get(state_key) is None
+    assert host.loads == []
+    assert topic in other.owned
+    await move_away(store, topic)
+    assert (await sealed(store, topic)).last_committed_offset == 13
+
+
+async def watching(store: MetadataStore, broker: BrokerNode) -> None:
+    """Return once the broker's watch is up: its cache has passed a write made now, and
+    not by a resync (on ZooKeeper a watch set up after a change under its prefixes resyncs,
+    and the next watch is set up after that)."""
+    while True:
+        resyncs = broker.cache.resyncs
+        revision = await store.put("/x/probe", b"")
+        await broker.caught_up(revision, timeout=20)
+        if broker.cache.resyncs == resyncs:
+            return
 
 
 # -- fenced on owning the topic -------------------------------------------------------------
