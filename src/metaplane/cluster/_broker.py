@@ -738,13 +738,12 @@ class BrokerNode:
                     ):
                         named[topic] = entry.mod_revision
         self._dealt = {t: r for t, r in self._dealt.items() if t in named}
-        desired = self._desired()
         found = sorted(
             topic
             for topic, revision in named.items()
-            if topic not in desired
-            and topic not in self._served
+            if topic not in self._served
             and self._dealt.get(topic) != revision
+            and self._cache.get(layout.assignment(self.broker_id, topic)) is None
         )
         if found:
             log.info(
