@@ -737,6 +737,7 @@ class BrokerNode:
                         and topic is not None
                     ):
                         named[topic] = entry.mod_revision
+                await asyncio.sleep(0)  # a page at a time (a memory store's scan never waits)
         self._dealt = {t: r for t, r in self._dealt.items() if t in named}
         found = sorted(
             topic
