@@ -76,6 +76,19 @@ class Subscription:
             raise StopAsyncIteration
         return batch
 
+    def take(self) -> list[WatchBatch] | None:
+        """The batches waiting here, without waiting (none: an empty list); None once the
+        cache closed. Raises `CacheLagged` once it overflowed."""
+        if self._lagged:
+            raise CacheLagged(f"the subscriber of {self.prefix} fell behind the cache")
+        batches = []
+        while not self._queue.empty():
+            batch = self._queue.get_nowait()
+            if batch is None:
+                return None
+            batches.append(batch)
+        return None if self._closed else batches
+
     def drain(self) -> int:
         """Discard the batches waiting here; return how many (for a subscriber that only
         needs to know that something changed)."""
