@@ -373,10 +373,11 @@ class ZooKeeperStore(MetadataStore):
         return found
 
     async def _walk(
-        self, prefixes: Iterable[str], bounds: List | None = None
+        self, prefixes: Iterable[str], bounds: List | None = None, give_up: int | None = None
     ) -> tuple[dict[str, Node], int] | None:
         """Every znode under `prefixes` (by key; the chroot itself left out) and the newest
-        zxid among what was read; None when a znode vanished between two reads.
+        zxid among what was read; None when a znode vanished between two reads. With
+        `give_up`, the walk stops (what it read so far) once the newest zxid reaches it.
 
         Level by level, in multiReads (`_read_many`): the data of every znode of the level,
         then the children of those that have some, each listing followed by a read of its
@@ -423,6 +424,8 @@ class ZooKeeperStore(MetadataStore):
                     key = f"{base}/{wire.key_name(name)}"
                     if bounds is None or _may_hold(bounds, key):
                         keys.append(key)
+            if give_up is not None and newest >= give_up:
+                return found, newest
             nodes = await self._read_many([(wire.GET_DATA, self._path(key)) for key in keys])
             level = []
             for key, result in zip(keys, nodes, strict=True):

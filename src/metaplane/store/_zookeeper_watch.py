@@ -100,13 +100,9 @@ class Follower:
         changed before the watch was set up is gone."""
         if not prefixes:
             return self._store.seen
-        entries, at, newest = await self._store_snapshot(prefixes)
+        entries, at, newest = await self._store_snapshot(prefixes, start if given else None)
         if given and newest >= start:
-            raise Compacted(
-                newest + 1,
-                f"ZooKeeper keeps no history: {', '.join(sorted(prefixes))} changed at "
-                f"{newest}, at or after start revision {start}; resync",
-            )
+            raise _gone(prefixes, newest, start)
         for entry in entries:
             if entry.mod_revision >= start:
                 self._hints.add(entry.key)
@@ -114,14 +110,21 @@ class Follower:
                 self._known[entry.key] = entry.mod_revision
         return at
 
-    async def _store_snapshot(self, prefixes: frozenset[str]) -> tuple[list[Entry], int, int]:
-        """The keys under `prefixes` at one zxid, and the newest zxid among the znodes."""
+    async def _store_snapshot(
+        self, prefixes: frozenset[str], start: int | None = None
+    ) -> tuple[list[Entry], int, int]:
+        """The keys under `prefixes` at one zxid, and the newest zxid among the znodes.
+        From a `start` revision, `Compacted` as soon as a read shows a change at or after it
+        (the watch cannot start there, whatever the rest reads: no walk again for a
+        consistent read)."""
         store = self._store
         at = store.seen
         for _ in range(50):
-            tree = await store._walk(sorted(prefixes))
+            tree = await store._walk(sorted(prefixes), give_up=start)
             if tree is not None:
                 nodes, newest = tree
+                if start is not None and newest >= start:
+                    raise _gone(prefixes, newest, start)
                 if newest <= at:
                     return store._entries(nodes, None), at, newest
             at = await store.sync()
@@ -248,6 +251,14 @@ class Follower:
             self._started.cancel()
         with contextlib.suppress(asyncio.CancelledError, MetadataError):
             await self._started
+
+
+def _gone(prefixes: frozenset[str], newest: int, start: int) -> Compacted:
+    return Compacted(
+        newest + 1,
+        f"ZooKeeper keeps no history: {', '.join(sorted(prefixes))} changed at "
+        f"{newest}, at or after start revision {start}; resync",
+    )
 
 
 class ZooKeeperWatch(Watch):
