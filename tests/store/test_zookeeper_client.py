@@ -61,6 +61,24 @@ async def test_a_changed_key_is_forgotten(store: MetadataStore, other: MetadataS
     assert KEY not in zstore._known
 
 
+async def test_the_keys_remembered_are_bounded(
+    store: MetadataStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the bound the older half is forgotten; a key forgotten is written as a
+    transaction, as exactly."""
+    monkeypatch.setattr(zk, "_KNOWN", 8)
+    zstore = zookeeper(store)
+    keys = [f"/k/{i:02d}" for i in range(20)]
+    for key in keys:
+        await store.put(key, b"1")
+    assert len(zstore._known) <= 8
+    assert keys[-1] in zstore._known and keys[0] not in zstore._known
+    for key in keys:
+        revision = await store.put(key, b"2")
+        found = await store.get(key)
+        assert found is not None and (found.version, found.mod_revision) == (2, revision)
+
+
 async def test_put_after_the_session_was_lost(store: MetadataStore, other: MetadataStore) -> None:
     """The store's session expires while another client deletes the key and writes it back
     to the data version this store last saw: the put after that is a write of that key."""

@@ -16,6 +16,7 @@ revision and watches from one work only while nothing they cover changed since
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 from collections.abc import AsyncGenerator, Callable, Iterable
@@ -510,7 +511,10 @@ class ZooKeeperStore(MetadataStore):
     def _remember(self, key: str, known: _Known) -> None:
         self._known.pop(key, None)
         if len(self._known) >= _KNOWN:
-            del self._known[next(iter(self._known))]
+            # The older half at once: deleting the oldest key one at a time leaves a dict's
+            # first slots empty, and each look for the oldest would walk past them all.
+            older = len(self._known) // 2
+            self._known = dict(itertools.islice(self._known.items(), older, None))
         self._known[key] = known
 
     async def _txn(self, txn: Txn) -> TxnResult:
@@ -969,7 +973,7 @@ class ZooKeeperStore(MetadataStore):
 
 
 _KNOWN = 100_000
-"""Keys remembered as last written (`_Known`) at most: the oldest is forgotten first."""
+"""Keys remembered as last written (`_Known`) at most: the older half is forgotten first."""
 _BATCH = 100
 """Reads of one multiRead (a walk's): few enough that a reply stays small even with large
 values, many enough that a request's cost in kazoo's thread and on the loop is shared."""
