@@ -20,7 +20,7 @@ from metaplane.store import (
     WatchBatch,
 )
 from metaplane.testing import FaultyStore
-from tests.on_zookeeper import EVERY_BACKEND, MERGED_BATCHES, WITHOUT_ZK
+from tests.on_zookeeper import EVERY_BACKEND, MERGED_BATCHES, NO_READ_UNDER_WRITES, WITHOUT_ZK
 
 pytestmark = EVERY_BACKEND
 
@@ -85,6 +85,7 @@ async def test_start_reads_and_serves(store: MetadataStore) -> None:
             cache.list("/c")
 
 
+@pytest.mark.backends(*WITHOUT_ZK, reason=NO_READ_UNDER_WRITES)
 async def test_gap_free_start(store: MetadataStore) -> None:
     """A writer keeps writing while the cache starts: nothing between the read and the watch
     is lost."""
