@@ -2,11 +2,15 @@
 the write lock) or down (every etcd member stopped, then started again) — is ridden out by
 broker processes under traffic: sessions suspended, leadership given up, then resumed; no
 process exits; afterwards every topic is on one live broker and the chaos checker's
-invariants hold (no fenced write by a non-owner, no cursor lost, no offset used twice)."""
+invariants hold (no fenced write by a non-owner, no cursor lost, no offset used twice).
+`metaplane standalone` rides out a hung etcd and a hung ZooKeeper (the chaos checker replays
+the store's history, which ZooKeeper does not keep: the broker processes' runs are on sqlite
+and etcd)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -16,7 +20,7 @@ import pytest
 
 from metaplane import layout
 from metaplane.store import MetadataStore, Unavailable, connect_store
-from metaplane.testing import EtcdMember
+from metaplane.testing import EtcdMember, ZooKeeperServer
 from metaplane.testing.chaos import Settings, hold_write_lock, run_chaos
 
 OUTAGE = 30.0
@@ -62,10 +66,20 @@ async def registered(store: MetadataStore, count: int, since: int = 0) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-async def test_standalone_rides_out_a_hung_etcd(tmp_path: Path) -> None:
-    """`metaplane standalone` on an etcd that hangs for 30 s: the command and its brokers
-    stay up, the brokers register again, and Ctrl-C still stops them cleanly."""
-    with EtcdMember(tmp_path / "etcd") as etcd:
+@pytest.mark.parametrize("kind", ["etcd", "zk"])
+async def test_standalone_rides_out_a_hung_store(kind: str, tmp_path: Path) -> None:
+    """`metaplane standalone` on an etcd or a ZooKeeper that hangs for 30 s (past every
+    session's timeout: on ZooKeeper the server expires them all once it runs again): the
+    command and its brokers stay up, the brokers register again, and Ctrl-C still stops them
+    cleanly."""
+    with contextlib.ExitStack() as servers:
+        server: EtcdMember | ZooKeeperServer
+        if kind == "etcd":
+            server = servers.enter_context(EtcdMember(tmp_path / "etcd"))
+            url = server.url
+        else:
+            server = servers.enter_context(ZooKeeperServer(tmp_path / "zookeeper"))
+            url = f"zk://{server.hosts}/metaplane"
         process = await asyncio.create_subprocess_exec(
             *METAPLANE,
             "standalone",
@@ -73,23 +87,23 @@ async def test_standalone_rides_out_a_hung_etcd(tmp_path: Path) -> None:
             "3",
             "--workload",
             "--store",
-            etcd.url,
+            url,
             "--folder",
             str(tmp_path),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env={**os.environ, "COLUMNS": "100"},
         )
-        async with await connect_store(etcd.url) as store:
+        async with await connect_store(url) as store:
             try:
                 async with asyncio.timeout(60):
                     await registered(store, 3)
                 before = await store.revision()
-                etcd.pause()
+                server.pause()
                 try:
                     await asyncio.sleep(OUTAGE)  # the outage itself: nothing to wait for
                 finally:
-                    etcd.resume()
+                    server.resume()
                 assert process.returncode is None  # still running
                 async with asyncio.timeout(60):
                     await registered(store, 3, since=before)
