@@ -51,6 +51,7 @@ from metaplane.store._errors import (
     InvalidRequest,
     InvalidTxn,
     LeaseNotFound,
+    TxnTooLarge,
     Unavailable,
 )
 from metaplane.store._keys import ROOT, in_prefix, prefix_end
@@ -79,6 +80,16 @@ DEFAULT_SESSION_TIMEOUT = 10.0
 
 _ATTEMPTS = 50
 """Times a read or a transaction is tried again when what it read changed under it."""
+
+_MULTI_OPS = 10_000
+"""Znode operations one transaction's multi holds at most (`TxnTooLarge` past it): a delete
+of a prefix is a znode delete for each key and each parent under it. 10,000 deletes of the
+short keys metaplane writes commit in under a second on the 2-core machine."""
+_MULTI_BYTES = 900_000
+"""What one transaction's multi may take on the wire besides the values it writes (paths and
+each operation's framing, `_multi_size`), at most (`TxnTooLarge` past it). ZooKeeper drops
+the connection of a request above its jute.maxbuffer (1 MiB less a byte by default), and
+would do it again at every try; the values come on top, each bounded by the contract."""
 
 _JITTER = random.Random()
 _LONGEST_SESSION = 86_400
@@ -545,7 +556,9 @@ class ZooKeeperStore(MetadataStore):
             elif plan.newest > read_at:
                 raise _Stale
             return TxnResult(succeeded, read_at, tuple(_at(r, read_at) for r in results))
-        zxid = await self._commit([*plan.guards, *plan.ops], lease, _written(plan, branch))
+        multi = [*plan.guards, *plan.ops]
+        _check_multi(multi)
+        zxid = await self._commit(multi, lease, _written(plan, branch))
         return TxnResult(succeeded, zxid, tuple(_at(r, zxid) for r in results))
 
     async def _plan(self, txn: Txn) -> _Plan:
@@ -1029,6 +1042,40 @@ def _written(plan: _Plan, branch: tuple[Any, ...]) -> dict[str, _Known]:
                 offset = entry.version - znode.version
                 written[op.key] = _Known(znode.version, offset, entry.create_revision)
     return written
+
+
+def _check_multi(ops: list[Any]) -> None:
+    """Refuse, before it is sent, a multi ZooKeeper would not take: more than _MULTI_OPS
+    znode operations, or more than _MULTI_BYTES on the wire besides its values."""
+    size = _multi_size(ops)
+    if len(ops) <= _MULTI_OPS and size <= _MULTI_BYTES:
+        return
+    raise TxnTooLarge(
+        f"on ZooKeeper a transaction is one multi request, and this one would be "
+        f"{len(ops):,} znode operations and {size:,} bytes besides the values it writes: "
+        f"at most {_MULTI_OPS:,} operations and {_MULTI_BYTES:,} bytes (ZooKeeper drops a "
+        "request above its jute.maxbuffer). A prefix delete is a znode delete for each key "
+        "and parent under it: delete the keys in smaller prefixes, in several transactions"
+    )
+
+
+def _multi_size(ops: Iterable[Any]) -> int:
+    """The bytes a multi of `ops` takes on the wire, as kazoo's `Transaction` encodes it,
+    less the data of its creates and setDatas: the length and header of the request, its
+    end marker, and for each operation its header, path, and the rest of its fields."""
+    size = 4 + 8 + 9
+    for op in ops:
+        path: str = op.path
+        size += 9 + 4 + (len(path) if path.isascii() else len(path.encode("utf-8")))
+        if isinstance(op, Create):  # data length, ACLs, flags
+            size += 4 + 4 + 4
+            for acl in op.acl:
+                size += 4 + 4 + len(acl.id.scheme.encode()) + 4 + len(acl.id.id.encode())
+        elif isinstance(op, SetData):  # data length, version
+            size += 4 + 4
+        else:  # DeleteNode, CheckVersion: version
+            size += 4
+    return size
 
 
 def _holds(plan: _Plan, compare: Any) -> bool:
