@@ -6,14 +6,17 @@ connection than the one it learned the key on; a session lost)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoNodeError
+from kazoo.protocol.serialization import GetData
 from kazoo.protocol.states import KazooState
 
-from metaplane.store import Entry, MetadataStore, Put, connect_store
+from metaplane.store import Compare, Entry, Get, MetadataStore, Put, connect_store
 from metaplane.store import _zookeeper as zk
 from metaplane.store import _zookeeper_wire as wire
 
@@ -147,3 +150,97 @@ async def test_a_multiread_reports_each_missing_znode(store: MetadataStore) -> N
     assert wire.decode("/a/b", *data) is not None
     assert isinstance(missing, NoNodeError) and isinstance(no_children, NoNodeError)
     assert children == ["b"]
+
+
+@pytest.mark.parametrize("late", [0.0, 0.02])
+async def test_a_plain_put_after_a_leased_one_leaves_no_lease(
+    store: MetadataStore, other: MetadataStore, monkeypatch: pytest.MonkeyPatch, late: float
+) -> None:
+    """A leased put runs on the lease's own session, whose reply and the store's
+    notifications of it come in no common order: the plain put after it must not write
+    from what the store remembered of the key before (it would land on the lease's new
+    znode and leave the key on the lease). With the store's notifications `late` (its
+    server lagging), every round hit that window before the fix."""
+    zstore = zookeeper(store)
+    connection = zstore._client._connection
+    original = connection._read_watch_event
+
+    def lagging(buffer: bytes, offset: int) -> object:
+        time.sleep(late)  # injected latency in kazoo's connection thread
+        return original(buffer, offset)
+
+    monkeypatch.setattr(connection, "_read_watch_event", lagging)
+    lease = await store.grant(30)
+    keys = [f"/lease-aba/k{i}" for i in range(20)]
+    for key in keys:
+        await store.put(key, b"plain")
+        await store.put(key, b"leased", lease=lease.id)
+        revision = await store.put(key, b"plain again")
+        found = await other.get(key)
+        assert found is not None and (found.lease, found.version) == (0, 3), found
+        assert found.mod_revision == revision
+    await store.revoke(lease.id)
+    assert all([await other.get(key) is not None for key in keys])
+
+
+async def test_a_znode_no_key_names_holds_up_nothing(store: MetadataStore) -> None:
+    """Another client makes a znode under the chroot whose name no key has (`%ffffff`): its
+    notification is dropped, and a reply queued behind it is handled at once; a put, which
+    first handles what is queued, goes on."""
+    zstore = zookeeper(store)
+    await store.put(KEY, b"1")
+    raw = KazooClient(hosts=",".join(zstore._options.hosts))
+    await asyncio.to_thread(raw.start)
+    bad = [zstore._root + "/%ffffff", zstore._root + "/%fffffe"]
+    try:
+        # The loop is held until the notification, then a reply, wait in the store's inbox
+        # behind each other (the window made, not waited for by chance).
+        raw.create(bad[0], b"")
+        hold_loop_until(lambda: len(zstore._inbox._items) >= 1)
+        reply = wire.call(zstore._client, zstore._inbox, GetData(zstore._path(KEY), None))
+        hold_loop_until(lambda: len(zstore._inbox._items) >= 2)
+        async with asyncio.timeout(3):  # the store's timeout is 10 s: a stall would show
+            assert (await reply).error is None
+        raw.create(bad[1], b"")
+        hold_loop_until(lambda: len(zstore._inbox._items) >= 1)
+        async with asyncio.timeout(3):
+            await store.put(KEY, b"2")
+        assert (await other_view(store, KEY)) == b"2"
+    finally:
+        for path in bad:
+            with contextlib.suppress(NoNodeError):
+                raw.delete(path)
+        await asyncio.to_thread(raw.stop)
+        raw.close()
+
+
+def hold_loop_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Block the event loop's thread until `condition` holds (kazoo's thread fills the
+    store's inbox meanwhile); polled with a deadline, since nothing can be awaited here."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the inbox never filled"
+        time.sleep(0.001)
+
+
+async def other_view(store: MetadataStore, key: str) -> bytes | None:
+    found = await store.get(key)
+    return None if found is None else found.value
+
+
+async def test_an_absence_down_to_the_top_segment_is_pinned(
+    store: MetadataStore, other: MetadataStore
+) -> None:
+    """A read-only transaction that finds a key missing with every segment above it: its
+    revision is one at which the key really was absent (the chroot's pzxid says since
+    when), not the last this store saw, when the key still existed."""
+    await store.put("/x", b"x")
+    await store.put("/a/b/c", b"c")
+    seen = (await store.txn([], [Get("/x"), Get("/a/b/c")], [])).revision
+    deleted = await other.delete("/a/b/c")  # and /a/b and /a with it
+    assert deleted is not None and deleted > seen
+    result = await store.txn(
+        [Compare.exists("/x"), Compare.absent("/a/b/c")], [Get("/x"), Get("/a/b/c")], []
+    )
+    assert result.succeeded and result.results[1] is None
+    assert result.revision >= deleted

@@ -216,6 +216,10 @@ class ZooKeeperStore(MetadataStore):
         """The same count as the loop has handled it, in the order of the connection's
         stream: the persistent watch may have missed changes since the last one."""
         self._known: dict[str, _Known] = {}
+        self._leased: dict[str, int] = {}
+        """Keys a multi on a lease's session is writing now, and how many such multis: no
+        plain put of them from what is remembered, and nothing remembered of them, meanwhile
+        (that session's reply and this one's notifications come in no common order)."""
         """Keys this store last wrote on its own session (see `_Known`): a plain put of one
         is a single setData."""
         self._closed = False
@@ -242,8 +246,13 @@ class ZooKeeperStore(MetadataStore):
         return self._root if key == ROOT else self._root + wire.znode_name(key)
 
     def _key(self, path: str) -> str | None:
+        """The key of a znode under the chroot; None outside it, or for a name no key has
+        (a znode another client made)."""
         if path.startswith(self._root + "/"):
-            return wire.key_name(path[len(self._root) :])
+            try:
+                return wire.key_name(path[len(self._root) :])
+            except ValueError:
+                return None
         return None
 
     async def _request(
@@ -490,7 +499,9 @@ class ZooKeeperStore(MetadataStore):
     async def _put(self, op: Put) -> int:
         self._inbox.flush()  # notifications already in: a key changed is forgotten first
         known = self._known.get(op.key) if not op.lease else None
-        if known is not None:
+        # Version 0: a znode created and never set since, which a key deleted and created
+        # again (by another client, or this one under a lease) looks like too: read first.
+        if known is not None and known.version and op.key not in self._leased:
             revision = await self._set(op, known)
             if revision:
                 return revision
@@ -521,6 +532,8 @@ class ZooKeeperStore(MetadataStore):
 
     def _remember(self, key: str, known: _Known) -> None:
         self._known.pop(key, None)
+        if key in self._leased:
+            return
         if len(self._known) >= _KNOWN:
             # The older half at once: deleting the oldest key one at a time leaves a dict's
             # first slots empty, and each look for the oldest would walk past them all.
@@ -594,6 +607,9 @@ class ZooKeeperStore(MetadataStore):
             paths = sorted(by_path)
             read = [by_path[key] for key in paths]
         nodes: dict[str, Node | None] = {k: r[0] for k, r in by_path.items()}
+        # A key missing down to its top segment: only the chroot's pzxid says since when.
+        bare = any(node is None and nodes.get(_top(key)) is None for key, node in nodes.items())
+        chroot = await self._exists(self._root) if bare else None
         looked_at = {compare.key for compare in txn.compares if not compare.whole_prefix} | {
             op.key for op in (*txn.on_success, *txn.on_failure) if isinstance(op, Get)
         }
@@ -601,7 +617,7 @@ class ZooKeeperStore(MetadataStore):
         if not prefixes and len(looked_at) == 1:
             single = dict(zip(paths, read, strict=True))[next(iter(looked_at))][1]
         nodes.update(tree[0])
-        newest = tree[1]
+        newest = tree[1] if chroot is None else max(tree[1], int(chroot.pzxid))
         znodes: dict[str, _Znode | None] = {}
         entries: dict[str, Entry | None] = {}
         for key, node in nodes.items():
@@ -800,7 +816,10 @@ class ZooKeeperStore(MetadataStore):
                     created = reply.zxid if known.created == _PENDING else known.created
                     self._remember(key, _Known(known.version, known.offset, created))
 
-        reply = await self._request(Transaction(ops), client, committed)
+        if client is None:
+            reply = await self._request(Transaction(ops), client, committed)
+        else:
+            reply = await self._on_lease_session(ops, client)
         error = reply.error
         if error is None and isinstance(reply.value, list):
             failed = [r for r in reply.value if isinstance(r, Exception)]
@@ -816,6 +835,26 @@ class ZooKeeperStore(MetadataStore):
                 raise LeaseNotFound(lease)
             raise wire.contract_error(error, f"{self.url}: transaction")
         return reply.zxid
+
+    async def _on_lease_session(self, ops: list[Any], client: KazooClient) -> wire.Reply:
+        """Run a multi on a lease's session. What this store remembers of the keys it writes
+        is forgotten first, and kept from being remembered or put from memory until its
+        reply is in: the store's own notifications of it come on another connection, in no
+        common order with that reply (a plain put from memory could otherwise land on the
+        lease's new znode, at the version remembered of the old one, and leave the key on
+        the lease)."""
+        keys = {key for op in ops if (key := self._key(op.path)) is not None}
+        for key in keys:
+            self._known.pop(key, None)
+            self._leased[key] = self._leased.get(key, 0) + 1
+        try:
+            return await self._request(Transaction(ops), client)
+        finally:
+            for key in keys:
+                if self._leased[key] == 1:
+                    del self._leased[key]
+                else:
+                    self._leased[key] -= 1
 
     # -- compaction: there is no history -----------------------------------------------
 
@@ -1002,6 +1041,12 @@ def _stop(client: KazooClient) -> None:
         client.close()
     except Exception as error:  # a client that never connected: nothing to close
         log.debug("kazoo client stop: %s", error)
+
+
+def _top(key: str) -> str:
+    """The first segment of `key` (`/a` of `/a/b/c`)."""
+    end = key.find("/", 1)
+    return key if end < 0 else key[:end]
 
 
 def _ancestors(key: str) -> Iterable[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import random
 import re
@@ -55,6 +56,8 @@ from metaplane.store._errors import (
     Unavailable,
 )
 from metaplane.store._model import MAX_INT64, Entry
+
+log = logging.getLogger(__name__)
 
 # kazoo draws its reconnection and ping jitter from the process's global random state, in
 # its own threads, under the feet of whoever seeded it (hypothesis checks it did not move):
@@ -218,7 +221,10 @@ class Inbox:
         items = self._items
         while items:
             callback, argument = items.popleft()
-            callback(argument)
+            try:
+                callback(argument)
+            except Exception:  # one bad item must not hold up the replies behind it
+                log.exception("ZooKeeper: handling %r failed", argument)
 
 
 class _Pending:
@@ -246,10 +252,12 @@ def call(
     future: asyncio.Future[Reply] = inbox._loop.create_future()
 
     def resolve(reply: Reply) -> None:
-        if observe is not None:
-            observe(reply)
-        if not future.done():
-            future.set_result(reply)
+        try:
+            if observe is not None:
+                observe(reply)
+        finally:
+            if not future.done():
+                future.set_result(reply)
 
     client._call(request, _Pending(client, lambda reply: inbox.put(resolve, reply)))
     return future
