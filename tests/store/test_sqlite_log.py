@@ -48,13 +48,17 @@ def read_through(read: Read, start: int) -> list[tuple[int, str, str]]:
 
 
 @pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("bound", ["events", "bytes"])
 async def test_reads_from_the_tail_are_the_reads_of_the_log(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, bound: str
 ) -> None:
     """Readers at different places, one after another, as the caches of a process are: what
     each gets is exactly what it reads from the log itself, in the same order."""
     monkeypatch.setattr(sqlite_backend, "_MAX_EVENTS_READ", 7)
-    monkeypatch.setattr(sqlite_backend, "_TAIL_EVENTS", 200)
+    if bound == "events":
+        monkeypatch.setattr(sqlite_backend, "_TAIL_EVENTS", 200)
+    else:  # the values' 3 bytes each: about as many changes as the bound of 200 changes
+        monkeypatch.setattr(sqlite_backend, "_TAIL_BYTES", 600)
     async with await SqliteStore.open(tmp_path / "store.db") as store:
         last = await write_history(store, seed)
         pick = random.Random(seed)
@@ -64,7 +68,8 @@ async def test_reads_from_the_tail_are_the_reads_of_the_log(
         for start in [last - 30, *starts]:
             served += store._tail_from <= start <= store._tail_to
             assert read_through(store._read_log, start) == read_through(store._read_log_rows, start)
-            assert len(store._tail) <= 200
+            assert len(store._tail) <= 200 or store._tail_bytes <= 600
+            assert store._tail_bytes == sum(len(event.entry.value) for event in store._tail)
         assert served >= 35  # most readers near the end were served from the tail
 
 

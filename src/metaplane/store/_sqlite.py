@@ -94,6 +94,8 @@ _TAIL_EVENTS = 20_000
 this process that read the same revisions (the caches of a process's brokers each follow
 their own prefixes, and each read the whole log: ten of them decoded every change ten
 times)."""
+_TAIL_BYTES = 32 << 20
+"""The values the decoded tail holds at most, in bytes (a value may be up to 1 MiB)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -490,6 +492,7 @@ class SqliteStore(LocalStore):
         self._tail_revisions: list[int] = []
         self._tail_from = 0
         self._tail_to = -1
+        self._tail_bytes = 0
 
     @classmethod
     async def open(cls, path: str | Path, **options: Any) -> SqliteStore:
@@ -713,17 +716,24 @@ class SqliteStore(LocalStore):
         """Keep a read of the whole log from `start` to `seen` decoded: after the tail when
         it follows it, else in its place; the oldest revisions go past _TAIL_EVENTS."""
         if start != self._tail_to + 1:
-            self._tail, self._tail_revisions = [], []
+            self._tail, self._tail_revisions, self._tail_bytes = [], [], 0
             self._tail_from, self._tail_to = start, start - 1
         self._tail.extend(events)
         self._tail_revisions.extend(event.revision for event in events)
+        self._tail_bytes += sum(len(event.entry.value) for event in events)
         self._tail_to = max(self._tail_to, seen)
-        excess = len(self._tail) - _TAIL_EVENTS
-        if excess > 0:
+        tail = self._tail
+        dropped = max(len(tail) - _TAIL_EVENTS, 0)
+        freed = sum(len(event.entry.value) for event in tail[:dropped])
+        while dropped < len(tail) and self._tail_bytes - freed > _TAIL_BYTES:
+            freed += len(tail[dropped].entry.value)
+            dropped += 1
+        if dropped:
             revisions = self._tail_revisions
-            cut = bisect.bisect_right(revisions, revisions[excess - 1])
+            cut = bisect.bisect_right(revisions, revisions[dropped - 1])  # whole revisions
+            self._tail_bytes -= sum(len(event.entry.value) for event in tail[:cut])
             self._tail_from = revisions[cut - 1] + 1
-            del self._tail[:cut], revisions[:cut]
+            del tail[:cut], revisions[:cut]
 
     def _read_log_rows(self, prefix: str, start: int) -> tuple[Sequence[WatchEvent], int]:
         def read(conn: sqlite3.Connection) -> tuple[Sequence[WatchEvent], int]:
