@@ -52,6 +52,18 @@ async def test_brokers_ride_out_a_store_outage(kind: str, outage: str, tmp_path:
 METAPLANE = [sys.executable, "-c", "from metaplane.admin.cli import main; main()"]
 
 
+async def announced(process: asyncio.subprocess.Process) -> str:
+    """What `metaplane standalone` printed until it announced its dashboard: the brokers
+    started, the admin server's cache loaded (registrations alone come before that)."""
+    assert process.stdout is not None
+    lines = []
+    while not (lines and lines[-1].startswith("dashboard: ")):
+        line = await process.stdout.readline()
+        assert line, "standalone ended before announcing its dashboard"
+        lines.append(line.decode())
+    return "".join(lines)
+
+
 async def registered(store: MetadataStore, count: int, since: int = 0) -> None:
     """Until `count` brokers are registered under leases granted after revision `since`."""
     while True:
@@ -94,10 +106,13 @@ async def test_standalone_rides_out_a_hung_store(kind: str, tmp_path: Path) -> N
             stderr=asyncio.subprocess.PIPE,
             env={**os.environ, "COLUMNS": "100"},
         )
+        failed: BaseException | None = None
+        told: list[str] = []
         async with await connect_store(url) as store:
             try:
                 async with asyncio.timeout(60):
                     await registered(store, 3)
+                    told.append(await announced(process))  # up: the outage is while it runs
                 before = await store.revision()
                 server.pause()
                 try:
@@ -108,11 +123,15 @@ async def test_standalone_rides_out_a_hung_store(kind: str, tmp_path: Path) -> N
                 async with asyncio.timeout(60):
                     await registered(store, 3, since=before)
                 assert process.returncode is None
+            except (AssertionError, TimeoutError) as error:
+                failed = error
             finally:
                 process.send_signal(signal.SIGINT)
                 async with asyncio.timeout(90):
                     out, err = await process.communicate()
-        assert process.returncode == 0, err.decode()[-2000:]
+        said = f"{''.join(told)}{out.decode()[-2000:]}\n{err.decode()[-3000:]}"
+        assert failed is None, f"{failed!r}; the command said:\n{said}"
+        assert process.returncode == 0, said
         assert "cluster stopped" in out.decode()
 
 
