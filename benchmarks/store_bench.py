@@ -49,7 +49,7 @@ from metaplane.store import (
     Put,
     connect_store,
 )
-from metaplane.testing import EtcdMember, ServerProcess, ZooKeeperServer
+from metaplane.testing import EtcdMember, ServerProcess, ZooKeeperServer, expire_session
 
 KEYS = 1000
 VALUE = b"x" * 100
@@ -377,12 +377,7 @@ async def expire_sessions(store: MetadataStore) -> None:
     """Expire the sessions of `store`'s kazoo clients as kazoo's own test harness does: a
     second client joins each session with its id and password and closes it."""
     for client in kazoo_clients(store):
-        session_id, password = client.client_id
-        hosts = ",".join(f"{host}:{port}" for host, port in client.hosts)
-        thief = KazooClient(hosts=hosts, client_id=(session_id, password))
-        await asyncio.to_thread(thief.start)
-        await asyncio.to_thread(thief.stop)
-        thief.close()
+        await expire_session(client)
 
 
 async def change_behind(writer: MetadataStore, names: list[str]) -> None:

@@ -17,6 +17,7 @@ import pytest
 from metaplane import layout
 from metaplane.cache import CacheState
 from metaplane.cluster import BrokerNode
+from metaplane.layout import TopicName
 from metaplane.resources import (
     Change,
     ObjectDescriptor,
@@ -291,12 +292,7 @@ async def test_a_topic_taken_while_the_broker_heard_nothing_is_sealed_under_its_
     moved away — as when both changes fall between two read-backs of a ZooKeeper watch.
     Its look at the unassigned markers finds the one naming it: it seals the topic under it
     (once, however often it looks again), and the new owner resumes after the seal."""
-    topic = (await create_topics(store, 1))[0]
-    await SubscriptionManager(store).write_cursor(topic, "sub", 3)
-    broker, host = await start_broker(marker_interval=0.05)
-    await watching(store, broker)
-    held = faulty.hang("watch")
-    await held.wait_struck()
+    topic, broker, host, held = await deaf_broker(store, faulty, start_broker, 0.05)
     assigned = await OwnershipManager(store).assign(topic, BROKER)
     await move_away(store, topic)
     state = await sealed(store, topic)
@@ -360,12 +356,7 @@ async def test_a_seal_held_up_until_the_new_owner_loaded_is_refused(
     until the leader gave up waiting and the new owner loaded the topic and acknowledged
     more: the seal, under a marker that is gone, is refused — it neither appears nor sends
     a later owner back."""
-    topic = (await create_topics(store, 1))[0]
-    await SubscriptionManager(store).write_cursor(topic, "sub", 3)
-    broker, host = await start_broker(marker_interval=3600)
-    await watching(store, broker)
-    held = faulty.hang("watch")
-    await held.wait_struck()
+    topic, broker, host, held = await deaf_broker(store, faulty, start_broker, 3600)
     await OwnershipManager(store).assign(topic, BROKER)
     await move_away(store, topic)
     state_key = layout.storage_state(topic)
@@ -388,6 +379,20 @@ async def test_a_seal_held_up_until_the_new_owner_loaded_is_refused(
     assert topic in other.owned
     await move_away(store, topic)
     assert (await sealed(store, topic)).last_committed_offset == 13
+
+
+async def deaf_broker(
+    store: MetadataStore, faulty: FaultyStore, start_broker: Started, marker_interval: float
+) -> tuple[TopicName, BrokerNode, Topics, Fault]:
+    """A topic with a cursor at 3, a broker that looks at the markers every
+    `marker_interval` seconds, and its watch held (hung) from now on."""
+    topic = (await create_topics(store, 1))[0]
+    await SubscriptionManager(store).write_cursor(topic, "sub", 3)
+    broker, host = await start_broker(marker_interval=marker_interval)
+    await watching(store, broker)
+    held = faulty.hang("watch")
+    await held.wait_struck()
+    return topic, broker, host, held
 
 
 async def watching(store: MetadataStore, broker: BrokerNode) -> None:

@@ -19,6 +19,7 @@ from kazoo.protocol.states import KazooState
 from metaplane.store import Compare, Entry, Get, MetadataStore, Put, connect_store
 from metaplane.store import _zookeeper as zk
 from metaplane.store import _zookeeper_wire as wire
+from metaplane.testing import expire_session
 
 pytestmark = pytest.mark.backends("zk", reason="the ZooKeeper backend's own requests")
 
@@ -91,7 +92,7 @@ async def test_put_after_the_session_was_lost(store: MetadataStore, other: Metad
     states: asyncio.Queue[str] = asyncio.Queue()
     loop = asyncio.get_running_loop()
     zstore._client.add_listener(lambda state: loop.call_soon_threadsafe(states.put_nowait, state))
-    await expire(zstore._client)
+    await expire_session(zstore._client)
     while await states.get() != KazooState.LOST:
         pass
     await other.delete(KEY)
@@ -101,17 +102,6 @@ async def test_put_after_the_session_was_lost(store: MetadataStore, other: Metad
         pass
     revision = await store.put(KEY, b"3")
     assert await other.get(KEY) == Entry(KEY, b"3", 3, created, revision, 0)
-
-
-async def expire(client: KazooClient) -> None:
-    """Expire `client`'s session as kazoo's own test harness does: another client joins it
-    with its id and password and closes it."""
-    session_id, password = client.client_id
-    hosts = ",".join(f"{host}:{port}" for host, port in client.hosts)
-    thief = KazooClient(hosts=hosts, client_id=(session_id, password))
-    await asyncio.to_thread(thief.start)
-    await asyncio.to_thread(thief.stop)
-    thief.close()
 
 
 async def test_listing_many_keys_in_many_multireads(

@@ -15,6 +15,7 @@ from metaplane.testing.zookeeper import (
     ZooKeeperMember,
     ZooKeeperNotInstalled,
     ZooKeeperServer,
+    expire_session,
 )
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "ZooKeeperServer",
     "deletes",
     "etcd_binary",
+    "expire_session",
     "free_port",
     "writes",
 ]

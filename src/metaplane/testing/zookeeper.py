@@ -5,6 +5,7 @@ of its own; started, killed and restarted on purpose. It runs the ZooKeeper of t
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import logging
 import os
@@ -13,7 +14,7 @@ import socket
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from metaplane.testing._server import START_TIMEOUT, ServerProcess, free_port
 
@@ -280,3 +281,17 @@ class ZooKeeperEnsemble:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+async def expire_session(client: Any) -> None:
+    """Expire a kazoo client's session as kazoo's own test harness does: a second client
+    joins the session with its id and password and closes it (the server ends it, and the
+    first client learns it has expired when it next hears from the server)."""
+    from kazoo.client import KazooClient  # type: ignore[import-untyped]
+
+    session_id, password = client.client_id
+    hosts = ",".join(f"{host}:{port}" for host, port in client.hosts)
+    thief = KazooClient(hosts=hosts, client_id=(session_id, password))
+    await asyncio.to_thread(thief.start)
+    await asyncio.to_thread(thief.stop)
+    thief.close()
