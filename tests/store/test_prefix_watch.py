@@ -25,7 +25,7 @@ from metaplane.store import (
     WatchBatch,
     in_prefix,
 )
-from metaplane.store._etcd_prefixes import _WAKE
+from metaplane.store._etcd_prefixes import _WAKE, SYNC_WAIT
 from metaplane.store._etcd_watch import _Ended
 from tests.store import zk_subsets
 
@@ -337,6 +337,110 @@ async def test_an_event_late_before_its_batch_was_read_is_placed_in_order(
         (both, "PUT", "/lt/a/1"),
         (both, "PUT", "/lt/b/1"),
         (after, "PUT", "/lt/a/2"),
+    ]
+
+
+async def _collect(watch: PrefixWatch, batches: list[WatchBatch], through: list[int]) -> None:
+    """Read the watch into `batches`, asking for progress, until a batch at or past
+    `through[0]` (which the test may lower while this runs)."""
+    watch.request_progress()
+    async for batch in watch:
+        batches.append(batch)
+        if batch.revision >= through[0]:
+            return
+        watch.request_progress()
+
+
+@pytest.mark.backends("etcd", reason="only etcd acknowledges the watchers of one add one by one")
+async def test_an_event_before_the_last_acknowledgement_of_an_add_is_kept(
+    store: MetadataStore,
+) -> None:
+    """etcd acknowledges the watchers of one `add` one by one, and a watcher acknowledged
+    may send an event before the next one is acknowledged. Driven: the acknowledgement of
+    the add's last watcher is handled only once an event of its first has been received."""
+    assert isinstance(store, EtcdStore)
+    async with store.watch_prefixes(["/ak/a"], start_revision=await store.revision() + 1) as watch:
+        await until(watch, await store.put("/ak/a/0", b""))  # the stream is open
+        receive = watch._receive  # type: ignore[attr-defined]
+        written: list[int] = []
+
+        async def receive_late(stream: Any, response: Any) -> None:
+            if response.created and watch._ids.get(response.watch_id) == "/ak/c":  # type: ignore[attr-defined]
+                written.append(await store.put("/ak/b/1", b""))
+                shown = False
+                while not shown:  # handle what the stream sends until /ak/b's event
+                    source, item = await watch._responses.get()  # type: ignore[attr-defined]
+                    if source is stream and item is not _WAKE and not isinstance(item, _Ended):
+                        await receive(source, item)
+                        shown = any(event.kv.key == b"/ak/b/1" for event in item.events)
+            await receive(stream, response)
+
+        watch._receive = receive_late  # type: ignore[attr-defined]
+        batches: list[WatchBatch] = []
+        through = [2**62]
+        consumer = asyncio.create_task(_collect(watch, batches, through))
+        added_at = await asyncio.wait_for(watch.add(["/ak/b", "/ak/c"]), timeout=10)
+        through[0] = await store.put("/ak/a/2", b"")
+        await asyncio.wait_for(consumer, timeout=10)
+    assert written and added_at < written[0]
+    in_order(batches)
+    assert [c for c in changes(batches) if c[0] > added_at] == [
+        (written[0], "PUT", "/ak/b/1"),
+        (through[0], "PUT", "/ak/a/2"),
+    ]
+
+
+@pytest.mark.backends("etcd", reason="only etcd catches a new watcher up after acknowledging it")
+async def test_a_watcher_caught_up_after_its_acknowledgement_keeps_the_order(
+    store: MetadataStore,
+) -> None:
+    """etcd registers a watcher asked for "from now" as one to catch up when a write lands
+    between its reading of the revision and its registration; its sync loop (every 100 ms)
+    sends that watcher's events later, after other watchers' newer ones. A server that does
+    not order progress answers a progress request at once, whether or not its watchers are
+    synced. Driven on such a server: the new watcher's events of its first SYNC_WAIT after
+    its acknowledgement are held back until then, as etcd's loop would (within 100 ms when
+    it keeps up; here as late as the watch allows for)."""
+    assert isinstance(store, EtcdStore)
+    store.progress_in_order = False  # as etcd before 3.4.25 / 3.5.8 (the OS package: 3.4.23)
+    loop = asyncio.get_running_loop()
+    async with store.watch_prefixes(["/cu/a"], start_revision=await store.revision() + 1) as watch:
+        await until(watch, await store.put("/cu/a/0", b""))  # the stream is open
+        receive = watch._receive  # type: ignore[attr-defined]
+        synced_at: list[float] = []
+
+        async def catch_up_late(stream: Any, response: Any) -> None:
+            prefix = watch._ids.get(response.watch_id)  # type: ignore[attr-defined]
+            if response.created and prefix == "/cu/b":
+                synced_at.append(loop.time() + SYNC_WAIT)
+            elif response.events and prefix == "/cu/b" and loop.time() < synced_at[0]:
+                item = (stream, response)
+                loop.call_at(synced_at[0], watch._responses.put_nowait, item)  # type: ignore[attr-defined]
+                return
+            await receive(stream, response)
+
+        watch._receive = catch_up_late  # type: ignore[attr-defined]
+        batches: list[WatchBatch] = []
+        through = [2**62]
+        consumer = asyncio.create_task(_collect(watch, batches, through))
+        added_at = await asyncio.wait_for(watch.add(["/cu/b"]), timeout=10)
+        assert synced_at  # its acknowledgement was seen
+        shown = await store.put("/cu/a/1", b"")
+        async with asyncio.timeout(10):  # the watch shows a revision past the add's
+            while not batches or batches[-1].revision < shown:
+                assert not consumer.done()
+                watch.request_progress()
+                await asyncio.sleep(0.01)
+        late = await store.put("/cu/b/1", b"")
+        then = await store.put("/cu/a/2", b"")
+        through[0] = await store.put("/cu/a/3", b"")  # shows /cu/a/2 whole: it is handed out
+        await asyncio.wait_for(consumer, timeout=10)
+    in_order(batches)
+    assert [c for c in changes(batches) if c[0] > added_at] == [
+        (shown, "PUT", "/cu/a/1"),
+        (late, "PUT", "/cu/b/1"),
+        (then, "PUT", "/cu/a/2"),
+        (through[0], "PUT", "/cu/a/3"),
     ]
 
 

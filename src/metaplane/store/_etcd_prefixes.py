@@ -16,6 +16,8 @@ watcher here is created from now, never from a past revision:
 - While watchers are being created (an `add`), nothing above the revision the stream had
   shown when the add began is released: etcd holds a new watcher's events until its
   creation is acknowledged, and that acknowledgement may overtake other watchers' events.
+  Then nothing above the creation's revision is released until every new watcher is known
+  to be synced (`_until_synced`).
 - A watcher whose channel was full when etcd notified it (a "victim") gets its event late,
   after later revisions of the others. The watch sees an event at or below a revision it
   already released: if that batch is still unread, it drops the batches from there and
@@ -59,6 +61,10 @@ _WAKE = object()
 _SYNC = object()
 """The key of the hold until the watchers created last are known to be synced."""
 
+SYNC_WAIT = 0.3
+"""On a server that does not order progress: how long after a watcher's acknowledgement
+etcd may still be catching it up (its loop syncs lagging watchers every 100 ms)."""
+
 _FLUSH = object()
 """The key of the hold while etcd may still send events it held back for a new watcher."""
 
@@ -96,6 +102,9 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
         """Watch id → the creation it is part of, until etcd acknowledges it."""
         self._holds: dict[object, int] = {}
         """While watchers are being created: the revisions above which nothing is released."""
+        self._syncing: list[tuple[int, float]] = []
+        """Creations not yet known to be synced: (revision, the loop time after which a
+        progress request proves it) each; the _SYNC hold is the lowest revision."""
         self._pending: dict[int, dict[str, WatchEvent]] = {}
         self._seen = 0
         """The highest revision of an event received on this stream."""
@@ -163,12 +172,18 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
                     cancel = rpc.WatchCancelRequest(watch_id=watch_id)
                     self._write(stream, rpc.WatchRequest(cancel_request=cancel))
 
-    def _delivers(self, event: WatchEvent) -> bool:
+    def _delivers(self, event: WatchEvent, creating: bool = False) -> bool:
+        """Whether `event` is past the revision its prefix is followed after; `creating`:
+        or its prefix is still being created (the revision is not known yet: the event is
+        kept, and filtered again when handed out)."""
         after = self._after
         revision = event.revision
         for ancestor in ancestors(event.key):
             since = after.get(ancestor, revision)
-            if since is not None and since < revision:
+            if since is None:
+                if creating and ancestor in after:
+                    return True
+            elif since < revision:
                 return True
         return False
 
@@ -216,6 +231,7 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
             loop.create_task(self._watch_over(stream), name="etcd prefix watch dog"),
         ]
         self._ids, self._dropped, self._creating, self._holds = {}, set(), {}, {}
+        self._syncing = []
         self._flushing = None
         self._pending, self._seen, self._covered = {}, 0, 0
         prefixes = [p for p in self._after if p not in self._adding]
@@ -300,14 +316,34 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
     def _until_synced(self, creation: _Creation) -> None:
         """etcd registers a watcher asked for "from now" as one to catch up when a write
         lands between its reading of the revision and the registration; such a watcher
-        sends its first events late, after other watchers' later ones. So nothing above
-        the creation's revision is released until a progress notification stands (etcd
-        answers one only once every watcher is synced, where it orders progress; verified
-        against history where it does not)."""
+        sends its first events late, after other watchers' later ones, once etcd's sync
+        loop (every 100 ms) has caught it up. So nothing above the creation's revision is
+        released until a progress notification stands that shows every watcher synced:
+        where etcd orders progress, it answers only then; where it does not, a request sent
+        SYNC_WAIT after the acknowledgement, verified against history."""
         self._holds.pop(creation, None)
         if creation.prefixes:
-            self._holds[_SYNC] = min(self._holds.get(_SYNC, creation.revision), creation.revision)
+            loop = asyncio.get_running_loop()
+            wait = 0.0 if self._store.progress_in_order else SYNC_WAIT
+            self._syncing.append((creation.revision, loop.time() + wait))
+            self._holds[_SYNC] = min(revision for revision, _ in self._syncing)
+            if wait:
+                loop.call_later(wait, self._poke.set)
             self._poke.set()
+
+    def _synced(self, through: int, asked: float | None) -> None:
+        """A progress notification stands through `through`, answering a request sent at
+        `asked` (None: not known): the creations it proves synced no longer hold."""
+        in_order = self._store.progress_in_order
+        self._syncing = [
+            (revision, after)
+            for revision, after in self._syncing
+            if not (revision <= through and (in_order or (asked is not None and asked >= after)))
+        ]
+        if self._syncing:
+            self._holds[_SYNC] = min(revision for revision, _ in self._syncing)
+        else:
+            self._holds.pop(_SYNC, None)
 
     async def _now(self, index: int) -> int:
         response = await self._store._members[index].kv.Range(
@@ -335,6 +371,7 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
                 creation.done.exception()  # retrieved: an add may have stopped waiting
         self._creating = {}
         self._holds = {}
+        self._syncing = []
 
     # -- what a stream says ----------------------------------------------------------------
 
@@ -358,7 +395,8 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
         elif response.events:
             await self._take(stream, response)
         else:
-            await self._progress_notified(response.header.revision)
+            asked = stream.unanswered.popleft() if stream.unanswered else None
+            await self._progress_notified(response.header.revision, asked)
 
     async def _take(self, stream: _Stream, response: Any) -> None:
         prefix = self._ids.get(response.watch_id)
@@ -370,8 +408,8 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
             if not in_prefix(key_of(raw.kv), prefix):
                 continue
             event = _event(raw)
-            if revision <= self._covered or not self._delivers(event):
-                continue
+            if revision <= self._covered or not self._delivers(event, creating=True):
+                continue  # (a watcher acknowledged may send events before its creation's end)
             if self._passed is not None and revision <= self._passed:
                 late = revision if late is None else min(late, revision)
                 continue
@@ -428,9 +466,12 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
     def _wants_progress(self) -> bool:
         if self._creating_now():
             return False
-        return self._progress or bool(self._pending) or _SYNC in self._holds
+        if self._progress or self._pending:
+            return True
+        now = asyncio.get_running_loop().time()
+        return any(after <= now for _, after in self._syncing)
 
-    async def _progress_notified(self, revision: int) -> None:
+    async def _progress_notified(self, revision: int, asked: float | None = None) -> None:
         passed = self._passed
         if passed is None or not self._wants_progress():
             return  # an answer to the watchdog: the stream lives, and that is all
@@ -439,8 +480,8 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
             through = await self._verified_through(passed, revision)
             if self._closed:
                 raise StopAsyncIteration
-        if _SYNC in self._holds and through >= revision:
-            del self._holds[_SYNC]  # every watcher synced (or its events shown) up to here
+        if self._syncing:
+            self._synced(through, asked)
         self._release(through)
         released = self._passed  # as far as released: the holds may bound it
         if self._progress and released is not None and released > self._queued:

@@ -146,6 +146,9 @@ class _Stream:
         self.expecting_since: float | None = now
         """Since when a request that must be answered (creation, progress) is unanswered."""
         self.asked_at: float | None = None
+        self.unanswered: collections.deque[float] = collections.deque()
+        """When each progress request still unanswered was sent, oldest first (a server that
+        does not order progress answers every request, in order)."""
         self.created_at: float | None = None
         self.catching_up_to = 0
         """The store's revision when the stream was created, if it started behind it."""
@@ -349,6 +352,7 @@ class EtcdWatch(Watch):
                 return
             if self._should_ask(stream, now) and self._write(stream, _PROGRESS_REQUEST):
                 stream.asked_at = now
+                stream.unanswered.append(now)
                 if stream.expecting_since is None:
                     stream.expecting_since = now
             self._poke.clear()
@@ -442,6 +446,8 @@ class EtcdWatch(Watch):
         elif response.events:
             self._take_events(response.events)
         else:
+            if stream.unanswered:
+                stream.unanswered.popleft()
             await self._progress_notified(response.header.revision)
 
     async def _cancelled(self, stream: _Stream, reason: str) -> None:
