@@ -244,6 +244,21 @@ def test_the_cooldown_keeps_a_moved_topic_in_place() -> None:
     assert (move.topic, move.from_broker, move.to_broker) == (a0, 3, 2)
 
 
+def test_a_topic_an_operator_moved_cools_down_too() -> None:
+    """An operator moved a0 from 1 to 3 (to a named broker): the rebalancer was told, and
+    evens the loads out with other topics, not by moving a0 straight back."""
+    a0, a1 = topics("a", 2)
+    config = RebalanceConfig(sustained_cycles=1, max_moves_per_cycle=1, cooldown=60.0)
+    rebalancer = Rebalancer(config)
+    brokers = [broker(1), broker(2, topics("b", 1)), broker(3, [a0, a1])]
+    rebalancer.moved([a0], 0.0)
+    (move,) = rebalancer.plan(brokers, Ranking.FAIR, 1.0).moves
+    assert (move.topic, move.from_broker, move.to_broker) == (a1, 3, 1)
+    untold = Rebalancer(config)
+    (move,) = untold.plan(brokers, Ranking.FAIR, 1.0).moves
+    assert (move.topic, move.from_broker, move.to_broker) == (a0, 3, 1)  # what it would do
+
+
 # -- moves in flight -------------------------------------------------------------------------
 
 

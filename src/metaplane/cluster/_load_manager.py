@@ -238,6 +238,11 @@ class LoadManager:
             assigned += await self._assign(view, broker_id, sorted(topics))
         for topic in ready:
             self._waiting_since.pop(topic, None)
+        # An operator's move to a named broker is not undone by the next rebalance.
+        self.rebalancer.moved(
+            (t for t, broker_id in preferred.items() if targets.get(t) == broker_id),
+            time.monotonic(),
+        )
         log.info("assigned %d of %d waiting topics", assigned, len(ready))
         return assigned > 0
 

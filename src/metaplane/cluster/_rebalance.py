@@ -147,6 +147,12 @@ class Rebalancer:
         self._started: dict[TopicName, _Started] = {}
         self._moved_at: dict[TopicName, float] = {}
 
+    def moved(self, topics: Iterable[TopicName], now: float) -> None:
+        """`topics` were just moved by someone else (an operator's move to a named broker):
+        they cool down too, so that the next plan does not undo the move."""
+        for topic in topics:
+            self._moved_at[topic] = now
+
     def reset(self) -> None:
         """Forget every cycle and move (e.g. when this node becomes the leader again)."""
         self.cycles_over = 0

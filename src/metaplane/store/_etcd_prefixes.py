@@ -78,6 +78,8 @@ class _Creation:
     """The revision of the last acknowledgement, once every one came."""
     waiting: set[int] = field(default_factory=set)
     revision: int = 0
+    earliest: int | None = None
+    """The lowest revision an acknowledgement carried."""
     opening: bool = False
 
 
@@ -102,9 +104,10 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
         """Watch id → the creation it is part of, until etcd acknowledges it."""
         self._holds: dict[object, int] = {}
         """While watchers are being created: the revisions above which nothing is released."""
-        self._syncing: list[tuple[int, float]] = []
+        self._syncing: list[tuple[int, float, int]] = []
         """Creations not yet known to be synced: (revision, the loop time after which a
-        progress request proves it) each; the _SYNC hold is the lowest revision."""
+        progress request proves it, the lowest revision acknowledged) each; the _SYNC hold
+        is the lowest revision."""
         self._pending: dict[int, dict[str, WatchEvent]] = {}
         self._seen = 0
         """The highest revision of an event received on this stream."""
@@ -264,6 +267,7 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
             return
         creation.waiting.discard(watch_id)
         creation.revision = max(creation.revision, revision)
+        creation.earliest = min(creation.earliest or revision, revision)
         if not creation.waiting:
             # etcd holds a watcher's events back until its acknowledgement is sent and sends
             # them right after it: until a response other than those shows, nothing seen so
@@ -319,29 +323,37 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
         sends its first events late, after other watchers' later ones, once etcd's sync
         loop (every 100 ms) has caught it up. So nothing above the creation's revision is
         released until a progress notification stands that shows every watcher synced:
-        where etcd orders progress, it answers only then; where it does not, a request sent
-        SYNC_WAIT after the acknowledgement, verified against history."""
+        where etcd orders progress, it answers only then; where it does not, one at the
+        revision every acknowledgement carried (nothing was written since any watcher read
+        it: each was registered synced), or one requested SYNC_WAIT after the
+        acknowledgement — verified against history, both."""
         self._holds.pop(creation, None)
         if creation.prefixes:
             loop = asyncio.get_running_loop()
             wait = 0.0 if self._store.progress_in_order else SYNC_WAIT
-            self._syncing.append((creation.revision, loop.time() + wait))
-            self._holds[_SYNC] = min(revision for revision, _ in self._syncing)
+            earliest = creation.revision if creation.earliest is None else creation.earliest
+            self._syncing.append((creation.revision, loop.time() + wait, earliest))
+            self._holds[_SYNC] = min(revision for revision, _, _ in self._syncing)
             if wait:
                 loop.call_later(wait, self._poke.set)
             self._poke.set()
 
-    def _synced(self, through: int, asked: float | None) -> None:
-        """A progress notification stands through `through`, answering a request sent at
-        `asked` (None: not known): the creations it proves synced no longer hold."""
+    def _synced(self, notified: int, through: int, asked: float | None) -> None:
+        """A progress notification at `notified` stands through `through`, answering a
+        request sent at `asked` (None: not known): the creations it proves synced no longer
+        hold. (It came after their acknowledgements: etcd answers requests and creations
+        in order.)"""
         in_order = self._store.progress_in_order
-        self._syncing = [
-            (revision, after)
-            for revision, after in self._syncing
-            if not (revision <= through and (in_order or (asked is not None and asked >= after)))
-        ]
+
+        def proven(revision: int, after: float, earliest: int) -> bool:
+            if revision > through:
+                return False
+            waited = asked is not None and asked >= after
+            return in_order or waited or notified == earliest
+
+        self._syncing = [entry for entry in self._syncing if not proven(*entry)]
         if self._syncing:
-            self._holds[_SYNC] = min(revision for revision, _ in self._syncing)
+            self._holds[_SYNC] = min(revision for revision, _, _ in self._syncing)
         else:
             self._holds.pop(_SYNC, None)
 
@@ -466,10 +478,7 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
     def _wants_progress(self) -> bool:
         if self._creating_now():
             return False
-        if self._progress or self._pending:
-            return True
-        now = asyncio.get_running_loop().time()
-        return any(after <= now for _, after in self._syncing)
+        return self._progress or bool(self._pending) or bool(self._syncing)
 
     async def _progress_notified(self, revision: int, asked: float | None = None) -> None:
         passed = self._passed
@@ -481,7 +490,7 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
             if self._closed:
                 raise StopAsyncIteration
         if self._syncing:
-            self._synced(through, asked)
+            self._synced(revision, through, asked)
         self._release(through)
         released = self._passed  # as far as released: the holds may bound it
         if self._progress and released is not None and released > self._queued:
