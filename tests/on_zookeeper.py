@@ -16,12 +16,6 @@ MERGED_BATCHES = (
     "a ZooKeeper watch reads each notified key back: changes between two reads arrive merged "
     "into one batch, so a count of batches (one a write, or one a planned break) does not hold"
 )
-NO_READ_UNDER_WRITES = (
-    "ZooKeeper keeps one version of each znode: a read of a prefix is consistent only when no "
-    "write under it landed while it read, so a cache cannot start while a writer keeps writing "
-    "there (it starts once the writes pause; the 'follow, then read and diff' start that would "
-    "need no pause is not built)"
-)
 READS_THE_PAST = (
     "the case checks that one transaction wrote its keys by reading the store at the revision "
     "before it: ZooKeeper keeps no history to read there"

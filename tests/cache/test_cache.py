@@ -18,9 +18,11 @@ from metaplane.store import (
     MetadataStore,
     Put,
     WatchBatch,
+    ZooKeeperStore,
+    connect_store,
 )
-from metaplane.testing import FaultyStore
-from tests.on_zookeeper import EVERY_BACKEND, MERGED_BATCHES, NO_READ_UNDER_WRITES, WITHOUT_ZK
+from metaplane.testing import FaultyStore, expire_session
+from tests.on_zookeeper import EVERY_BACKEND, MERGED_BATCHES, WITHOUT_ZK
 
 pytestmark = EVERY_BACKEND
 
@@ -85,7 +87,6 @@ async def test_start_reads_and_serves(store: MetadataStore) -> None:
             cache.list("/c")
 
 
-@pytest.mark.backends(*WITHOUT_ZK, reason=NO_READ_UNDER_WRITES)
 async def test_gap_free_start(store: MetadataStore) -> None:
     """A writer keeps writing while the cache starts: nothing between the read and the watch
     is lost."""
@@ -104,6 +105,97 @@ async def test_gap_free_start(store: MetadataStore) -> None:
         assert cache.applied_revision >= last
     finally:
         await cache.aclose()
+
+
+class Writers:
+    """Two writers that put, delete and transact under the prefixes without a pause until
+    stopped; `past(R)` returns once one of them wrote past R."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self._store = store
+        self._stop = asyncio.Event()
+        self._wrote = asyncio.Condition()
+        self.latest = 0
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def __aenter__(self) -> Writers:
+        self.latest = await self._store.revision()
+        self._tasks = [asyncio.create_task(self._write(seed)) for seed in (2, 3)]
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _write(self, seed: int) -> None:
+        rng = random.Random(seed)
+        while not self._stop.is_set():
+            revision = await random_writes(self._store, 1, rng.randrange(1 << 30), yielding=True)
+            async with self._wrote:
+                self.latest = max(self.latest, revision)
+                self._wrote.notify_all()
+
+    async def past(self, revision: int) -> None:
+        async with asyncio.timeout(20), self._wrote:
+            await self._wrote.wait_for(lambda: self.latest > revision)
+
+    async def stop(self) -> int:
+        """Stop writing (a writer's error raised); the last revision written."""
+        self._stop.set()
+        await asyncio.gather(*self._tasks)
+        return self.latest
+
+
+async def test_a_cache_starts_while_a_writer_never_pauses(store: MetadataStore) -> None:
+    """Writers put, delete and transact under the prefixes without a pause while the cache
+    starts over 2,000 keys: the start does not wait for a pause (ZooKeeper reads no past
+    revision, and a walk of 2,000 znodes never finds one: there the cache follows, then
+    reads, and lays the changes it followed over what it read), and once it has caught up
+    with the last write it holds exactly what the store holds."""
+    for start in range(0, 2000, 100):
+        bulk = [Put(f"/c/b/bulk/{i:04d}", b"v") for i in range(start, start + 100)]
+        await store.txn([], bulk, [])
+    await random_writes(store, 30, seed=1)
+    async with Writers(store) as writers:
+        await writers.past(writers.latest + 10)  # the writers have begun
+        first = writers.latest
+        cache = LocalCache(store, PREFIXES)
+        try:
+            started_at = await asyncio.wait_for(cache.start(), timeout=60)
+            await writers.past(started_at + 10)  # and go on past the start
+            last = await writers.stop()
+            assert first <= started_at < last  # writing before, during and after the start
+            await cache.wait_for(last, timeout=20)
+            assert cache_view(cache) == await store_view(store, PREFIXES)
+            assert len(cache_view(cache)) > 2000
+        finally:
+            await cache.aclose()
+
+
+@pytest.mark.backends("zk", reason="only ZooKeeper keeps no history to resume a watch from")
+async def test_a_cache_resyncs_after_its_session_is_lost_while_writes_go_on(
+    store: MetadataStore, store_url: str
+) -> None:
+    """The cache's ZooKeeper session expires while another client keeps writing under its
+    prefixes: its watch cannot resume (no history), so it resyncs through a new watch —
+    follow, then read and diff — without waiting for the writes to pause, and converges."""
+    assert isinstance(store, ZooKeeperStore)
+    await random_writes(store, 30, seed=1)
+    async with (
+        await connect_store(store_url) as other,
+        Writers(other) as writers,
+        LocalCache(store, PREFIXES) as cache,
+    ):
+        await writers.past(writers.latest + 10)
+        await expire_session(store._client)
+        async with asyncio.timeout(30):
+            while cache.resyncs == 0 or cache.state is not CacheState.SYNCED:
+                await cache.wait_state(CacheState.SYNCED, CacheState.RESYNCING, timeout=30)
+                await asyncio.sleep(0.01)
+        await writers.past(writers.latest + 10)  # writing on after the resync
+        last = await writers.stop()
+        await cache.wait_for(last, timeout=20)
+        assert cache_view(cache) == await store_view(store, PREFIXES)
 
 
 async def test_read_your_writes(store: MetadataStore) -> None:

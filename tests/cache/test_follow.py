@@ -62,6 +62,32 @@ async def test_an_unfollowed_prefix_leaves_the_cache_and_is_no_longer_applied(
         assert len(cache) == 2  # /c/a/0 and /c/a/1 only
 
 
+async def test_a_change_delivered_while_a_followed_prefix_is_read_is_kept(
+    store: MetadataStore,
+) -> None:
+    """The watch may deliver a change under a prefix being followed before the prefix's own
+    read is in (its read slow): the cache keeps it and serves it over the read, not the
+    read's older value. Driven: the read is held until the change has been applied."""
+    faulty = FaultyStore(store)
+    await store.put("/c/b/0", b"1")
+    await store.put("/c/b/1", b"1")
+    async with LocalCache(faulty, ["/c/a"]) as cache:
+        held = faulty.hang("list", "/c/b")
+        following = asyncio.create_task(cache.follow(["/c/b"], timeout=30))
+        await asyncio.wait_for(held.wait_struck(), timeout=10)  # the read is done, not in
+        await store.put("/c/b/0", b"2")
+        await store.delete("/c/b/1")
+        marker = await store.put("/c/a/0", b"")
+        await cache.wait_for(marker, timeout=10)  # the watch delivered both changes
+        faulty.remove(held)
+        revision = await asyncio.wait_for(following, timeout=10)
+        await cache.wait_for(revision, timeout=10)
+        assert {entry.key: entry.value for entry in cache.list("/c/b")} == {"/c/b/0": b"2"}
+        assert {entry.key: entry for entry in cache.list("/c/b")} == {
+            entry.key: entry for entry in await store.list("/c/b")
+        }
+
+
 async def test_a_follow_waits_out_a_broken_watch(store: MetadataStore) -> None:
     faulty = FaultyStore(store)
     async with LocalCache(faulty, ["/c/a"]) as cache:

@@ -11,7 +11,7 @@ import enum
 import logging
 import random
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self, TypeVar
 
@@ -68,6 +68,10 @@ NOT_COVERED = NotCovered.NOT_COVERED
 
 DEFAULT_WAIT = 30.0
 """How long `wait_for` waits for a revision unless told otherwise."""
+
+READ_FOLLOWING = 30.0
+"""On a store without history: how long a start or resync waits for its new watch to pass
+what it read."""
 
 
 class CacheState(enum.Enum):
@@ -130,11 +134,18 @@ class LocalCache:
     # -- life cycle --------------------------------------------------------------------
 
     async def start(self) -> int:
-        """Load every prefix at one revision and start following; return that revision."""
-        revision = await self._load_into_empty()
+        """Load every prefix at one revision and start following; return that revision.
+        (On a store without history: follow, then read, and take the watch's changes until
+        it has passed the read: `_read_following`.)"""
+        watch: PrefixWatch | None = None
+        if self._store.keeps_history:
+            revision = await self._load_into_empty()
+        else:
+            watch, revision, state = await self._read_following()
+            self._load(revision, state)
         await self._set_state(CacheState.SYNCED)
         self._watch_task = asyncio.get_running_loop().create_task(
-            self._follow(), name=f"cache watch {self._ancestor}"
+            self._follow(watch), name=f"cache watch {self._ancestor}"
         )
         return revision
 
@@ -301,17 +312,30 @@ class LocalCache:
                 await asyncio.sleep(0.05)
 
     async def _follow_on(self, watch: PrefixWatch, prefixes: builtins.list[str]) -> int:
-        revision = await watch.add(prefixes)
-        entries: builtins.list[Entry] = []
-        async with self._store.scan(prefixes, revision=revision, page=PAGE) as pages:
-            async for page in pages:
-                entries.extend(page)
-        follow = _Follow(revision, set(prefixes), entries)
-        if revision <= self._applied:
+        """Add `prefixes` to the watch and read them; served once the cache passes the
+        revision returned. Pending from before the add: the batches applied meanwhile
+        (which may already carry their events) are kept in it until it is merged."""
+        follow = _Follow(set(prefixes))
+        self._pending.append(follow)
+        try:
+            if self._store.keeps_history:
+                revision = await watch.add(prefixes)
+                entries: builtins.list[Entry] = []
+                async with self._store.scan(prefixes, revision=revision, page=PAGE) as pages:
+                    async for page in pages:
+                        entries.extend(page)
+                ready = revision
+            else:
+                revision, entries, ready = await watch.add_and_read(prefixes)
+        except BaseException:
+            with contextlib.suppress(ValueError):
+                self._pending.remove(follow)
+            raise
+        follow.read(revision, entries, ready)
+        if follow in self._pending and ready <= self._applied:
+            self._pending.remove(follow)
             self._merge(follow)
-        else:
-            self._pending.append(follow)
-        return revision
+        return ready
 
     async def unfollow(self, prefixes: Iterable[str]) -> None:
         """Drop `prefixes` (each one given to `follow` or the constructor): their keys leave
@@ -344,7 +368,7 @@ class LocalCache:
     def _merge(self, follow: _Follow) -> None:
         """A followed prefix's read, now that the cache has passed its revision: served."""
         added: builtins.list[str] = []
-        for entry in follow.entries:
+        for entry in follow.state():
             current = self._entries.get(entry.key)
             if current is None:
                 added.append(entry.key)
@@ -360,9 +384,9 @@ class LocalCache:
         """Serve the followed prefixes read at or below `revision` (the cache reaches it)."""
         if not self._pending:
             return
-        due = [follow for follow in self._pending if follow.revision <= revision]
+        due = [follow for follow in self._pending if follow.due(revision)]
         if due:
-            self._pending = [follow for follow in self._pending if follow.revision > revision]
+            self._pending = [follow for follow in self._pending if not follow.due(revision)]
             for follow in due:
                 self._merge(follow)
 
@@ -405,14 +429,45 @@ class LocalCache:
 
     async def _load_into_empty(self) -> int:
         revision, entries = await self._read_all()
-        # In one go: the keys sorted once (a scan gives each prefix in key order), not
-        # inserted into the sorted list one at a time.
-        self._entries = {entry.key: entry for entry in entries}
+        self._load(revision, {entry.key: entry for entry in entries})
+        return revision
+
+    def _load(self, revision: int, entries: dict[str, Entry]) -> None:
+        # In one go: the keys sorted once, not inserted into the sorted list one at a time.
+        self._entries = entries
         self._keys = SortedList(self._entries)
         self._decoded.clear()
         self._made.clear()
         self._applied = revision
-        return revision
+
+    async def _read_following(self) -> tuple[PrefixWatch, int, dict[str, Entry]]:
+        """On a store without history: a new watch from now, every prefix added to it and
+        read through it ("follow, then read"), and its batches taken until it has passed
+        the read. Returns the watch, the revision of its last batch, and the state of the
+        prefixes at that revision: for each key, the newer of what was read and what the
+        watch delivered."""
+        watch = self._store.watch_prefixes((), start_revision=None)
+        try:
+            follow = _Follow(set(self._watched()))
+            follow.read(*await watch.add_and_read(sorted(follow.prefixes)))
+            assert follow.ready is not None
+            at = follow.revision
+            async with asyncio.timeout(READ_FOLLOWING):
+                while at < follow.ready:
+                    watch.request_progress()
+                    batch = await anext(watch)
+                    for event in batch.events:
+                        follow.record(event)
+                    at = batch.revision
+        except TimeoutError:
+            await watch.aclose()
+            raise Unavailable(
+                f"cache {self._ancestor}: the watch did not pass its read in {READ_FOLLOWING} s"
+            ) from None
+        except BaseException:
+            await watch.aclose()
+            raise
+        return watch, at, {entry.key: entry for entry in follow.state()}
 
     async def _read_all(self) -> tuple[int, builtins.list[Entry]]:
         """Every entry under the prefixes, read at one revision: one scan, linear on every
@@ -426,24 +481,33 @@ class LocalCache:
 
     # -- following ---------------------------------------------------------------------
 
-    async def _follow(self) -> None:
+    async def _follow(self, watch: PrefixWatch | None = None) -> None:
+        """Follow the store: on `watch` (one that has passed the cache's revision), then on
+        a watch from the revision after the last applied, resuming or resyncing."""
         delay = _Backoff()
         while self._state is not CacheState.CLOSED:
             try:
-                await self._watch_from(self._applied + 1, delay)
+                given, watch = watch, None
+                await self._watch_from(self._applied + 1, delay, given)
             except Compacted as compacted:
                 log.warning("cache %s: %s; resyncing", self._ancestor, compacted)
                 self.resyncs += 1
-                await self._resync_until_done(delay)
+                watch = await self._resync_until_done(delay)
             except MetadataError as error:  # Unavailable, or a refusal that may pass
                 self.resumes += 1
                 await self._set_state(CacheState.DISCONNECTED)
                 log.warning("cache %s: watch broken (%s); resuming", self._ancestor, error)
                 await delay.wait()
 
-    async def _watch_from(self, start: int, delay: _Backoff) -> None:
+    async def _watch_from(
+        self, start: int, delay: _Backoff, given: PrefixWatch | None = None
+    ) -> None:
         async with self._changing:
-            watch = self._store.watch_prefixes(sorted(self._watched()), start_revision=start)
+            if given is None:
+                prefixes = sorted(self._watched())
+                watch = self._store.watch_prefixes(prefixes, start_revision=start)
+            else:
+                watch = given
             self._watch = watch
         try:
             progress = asyncio.get_running_loop().create_task(
@@ -471,11 +535,18 @@ class LocalCache:
 
     async def _apply(self, batch: WatchBatch) -> None:
         if batch.revision <= self._applied:
+            if not batch.events:  # progress that says nothing new: a waiter asks again
+                async with self._advanced:
+                    self._advanced.notify_all()
             return  # a replay after a resume: already applied
         self._merge_due(batch.revision - 1)
         mine = tuple(event for event in batch.events if self.covers(event.key))
         for event in mine:
             self._apply_event(event)
+        if self._pending and len(mine) < len(batch.events):
+            for event in batch.events:  # prefixes being followed keep their own changes
+                for follow in self._pending:
+                    follow.record(event)
         await self._advance(batch.revision, WatchBatch(batch.revision, mine) if mine else None)
 
     def _apply_event(self, event: WatchEvent) -> None:
@@ -496,25 +567,33 @@ class LocalCache:
         async with self._advanced:
             self._advanced.notify_all()
 
-    async def _resync_until_done(self, delay: _Backoff) -> None:
+    async def _resync_until_done(self, delay: _Backoff) -> PrefixWatch | None:
+        """Resync until it succeeds; the watch to go on with (no history), or None."""
         await self._set_state(CacheState.RESYNCING)
         while self._state is not CacheState.CLOSED:
             try:
-                await self._resync()
+                watch = await self._resync()
                 await self._set_state(CacheState.SYNCED)
-                return
+                return watch
             except MetadataError as error:
                 log.warning("cache %s: resync failed (%s); retrying", self._ancestor, error)
                 await delay.wait()
+        return None
 
-    async def _resync(self) -> None:
-        """Reload at a new revision and apply the differences as one batch of events."""
+    async def _resync(self) -> PrefixWatch | None:
+        """Reload at a new revision and apply the differences as one batch of events. On a
+        store without history, through a new watch (`_read_following`), returned to be
+        followed on."""
         async with self._changing:
             for follow in self._pending:  # read again below, with the others
                 self._followed |= follow.prefixes
             self._pending = []
-        revision, entries = await self._read_all()
-        fresh = {entry.key: entry for entry in entries}
+        watch: PrefixWatch | None = None
+        if self._store.keeps_history:
+            revision, entries = await self._read_all()
+            fresh = {entry.key: entry for entry in entries}
+        else:
+            watch, revision, fresh = await self._read_following()
         events = [
             WatchEvent(EventType.DELETE, Entry(key, b"", 0, 0, revision, 0))
             for key in self._entries
@@ -533,6 +612,7 @@ class LocalCache:
         events.sort(key=lambda event: event.key)
         await self._advance(revision, WatchBatch(revision, tuple(events)) if events else None)
         log.info("cache %s: resynced at %d (%d changes)", self._ancestor, revision, len(events))
+        return watch
 
     def _put(self, entry: Entry) -> None:
         if entry.key not in self._entries:
@@ -550,11 +630,48 @@ class LocalCache:
 
 @dataclass(slots=True)
 class _Follow:
-    """Prefixes being followed: read at `revision`, served once the cache passes it."""
+    """Prefixes being followed: added to the watch at `revision` and read (at it, or at
+    once through the watch on a store without history: up to `ready`), served once the
+    cache passes `ready`. Until then the events under them that the cache applies are kept
+    here, the newest of each key, and laid over the read when it is served."""
 
-    revision: int
     prefixes: set[str]
-    entries: builtins.list[Entry]
+    revision: int = 0
+    ready: int | None = None
+    """None until the prefixes have been read."""
+    entries: builtins.list[Entry] = field(default_factory=list)
+    changes: dict[str, WatchEvent] = field(default_factory=dict)
+
+    def read(self, revision: int, entries: builtins.list[Entry], ready: int) -> None:
+        self.revision, self.entries, self.ready = revision, entries, ready
+
+    def due(self, revision: int) -> bool:
+        return self.ready is not None and self.ready <= revision
+
+    def holds(self, key: str) -> bool:
+        return any(ancestor in self.prefixes for ancestor in ancestors(key))
+
+    def record(self, event: WatchEvent) -> None:
+        if self.holds(event.key):
+            kept = self.changes.get(event.key)
+            if kept is None or kept.revision < event.revision:
+                self.changes[event.key] = event
+
+    def state(self) -> builtins.list[Entry]:
+        """The entries read, with the newer changes kept laid over them (those after the
+        add's revision: the read has the others), under the prefixes followed still."""
+        state = {entry.key: entry for entry in self.entries if self.holds(entry.key)}
+        for key, event in self.changes.items():
+            if event.revision <= self.revision or not self.holds(key):
+                continue
+            current = state.get(key)
+            if current is not None and current.mod_revision >= event.revision:
+                continue
+            if event.type is EventType.PUT:
+                state[key] = event.entry
+            else:
+                state.pop(key, None)
+        return builtins.list(state.values())
 
 
 class _Backoff:

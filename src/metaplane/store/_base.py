@@ -185,6 +185,17 @@ class PrefixWatch(abc.ABC, AsyncIterator[WatchBatch]):
         docs/store.md).
         """
 
+    async def add_and_read(self, prefixes: Iterable[str]) -> tuple[int, list[Entry], int]:
+        """On a store without history (`MetadataStore.keeps_history` False: ZooKeeper),
+        where no read can be pinned at the R that `add` returns: follow `prefixes` too and
+        read them through the watch, "follow, then read". Returns (R, entries, ready): the
+        watch delivers every change under them after R that the entries do not show; each
+        entry is its key as read at some revision in (R, ready]. Take, for each key, the
+        newer of its entry and of the events the watch delivers after R (by revision); the
+        result is exact once the watch has passed `ready`. Stores with history: `add`,
+        then read at R."""
+        raise NotImplementedError("this store keeps history: add, then read at R")
+
     @abc.abstractmethod
     async def remove(self, prefixes: Iterable[str]) -> None:
         """Stop following `prefixes`: once this returns, no event under them is handed out
@@ -225,6 +236,11 @@ class MetadataStore(abc.ABC):
     """
 
     url: str = ""
+
+    keeps_history: bool = True
+    """Whether reads and watches can start at a past revision (within what compaction
+    kept). False on ZooKeeper: a reader that must not miss a change follows first, then
+    reads (`PrefixWatch.add_and_read`)."""
 
     # -- reads -------------------------------------------------------------------------
 

@@ -188,6 +188,8 @@ class _Plan:
 class ZooKeeperStore(MetadataStore):
     """A store on a ZooKeeper ensemble, under a chroot of its own."""
 
+    keeps_history = False
+
     def __init__(self, options: ZooKeeperOptions, url: str = "") -> None:
         self.url = url or f"zk://{','.join(options.hosts)}{options.chroot}"
         self._options = options
@@ -394,11 +396,16 @@ class ZooKeeperStore(MetadataStore):
         return found
 
     async def _walk(
-        self, prefixes: Iterable[str], bounds: List | None = None, give_up: int | None = None
+        self,
+        prefixes: Iterable[str],
+        bounds: List | None = None,
+        give_up: int | None = None,
+        fuzzy: bool = False,
     ) -> tuple[dict[str, Node], int] | None:
         """Every znode under `prefixes` (by key; the chroot itself left out) and the newest
-        zxid among what was read; None when a znode vanished between two reads. With
-        `give_up`, the walk stops (what it read so far) once the newest zxid reaches it.
+        zxid among what was read; None when a znode vanished between two reads (`fuzzy`:
+        what vanished is left out, and the walk goes on). With `give_up`, the walk stops
+        (what it read so far) once the newest zxid reaches it.
 
         Level by level, in multiReads (`_read_many`): the data of every znode of the level,
         then the children of those that have some, each listing followed by a read of its
@@ -437,6 +444,8 @@ class ZooKeeperStore(MetadataStore):
             for index, parent in enumerate(parents):
                 names, after = listed[2 * index], listed[2 * index + 1]
                 if isinstance(names, NoNodeError) or isinstance(after, NoNodeError):
+                    if fuzzy:
+                        continue
                     return None
                 stat = self._node(after, parent).stat
                 newest = max(newest, stat.pzxid, stat.mzxid)
@@ -451,6 +460,8 @@ class ZooKeeperStore(MetadataStore):
             level = []
             for key, result in zip(keys, nodes, strict=True):
                 if isinstance(result, NoNodeError):
+                    if fuzzy:
+                        continue
                     return None
                 level.append((key, self._node(result, key)))
         return found, newest

@@ -148,6 +148,26 @@ class Follower:
             self._known.setdefault(entry.key, entry.mod_revision)
         return at
 
+    async def add_and_read(self, prefixes: Iterable[str]) -> tuple[int, list[Entry], int]:
+        """Follow `prefixes` from R, the last zxid this client saw, then walk them once,
+        whatever writes meanwhile (what vanishes is left out): every change after R that
+        the walk does not show is notified after the prefixes joined, read back and
+        delivered, relative to what the walk read (`PrefixWatch.add_and_read`)."""
+        wanted = sorted(frozenset(check_prefix(p) for p in prefixes))
+        since = self._store.seen
+        for prefix in wanted:
+            self._after.setdefault(prefix, since)
+        if not wanted:
+            return since, [], since
+        tree = await self._store._walk(wanted, fuzzy=True)
+        assert tree is not None  # a fuzzy walk does not give up
+        nodes, newest = tree
+        entries = self._store._entries(nodes, None)
+        known = self._known
+        for entry in entries:
+            known[entry.key] = max(known.get(entry.key, 0), entry.mod_revision)
+        return since, entries, max(since, newest)
+
     async def remove(self, prefixes: Iterable[str]) -> None:
         for prefix in prefixes:
             self._after.pop(prefix, None)
@@ -296,6 +316,9 @@ class ZooKeeperPrefixWatch(PrefixWatch):
 
     async def add(self, prefixes: Iterable[str]) -> int:
         return await self._follower.add(prefixes)
+
+    async def add_and_read(self, prefixes: Iterable[str]) -> tuple[int, list[Entry], int]:
+        return await self._follower.add_and_read(prefixes)
 
     async def remove(self, prefixes: Iterable[str]) -> None:
         await self._follower.remove(prefixes)

@@ -138,6 +138,7 @@ class FaultyStore(MetadataStore):
     def __init__(self, inner: MetadataStore, *, control: Path | str | None = None) -> None:
         self.inner = inner
         self.url = f"faulty+{inner.url}"
+        self.keeps_history = inner.keeps_history
         self.faults: list[Fault] = []
         self._watch_breaks: list[int] = []
         self._control = ControlFile(Path(control)) if control is not None else None
@@ -390,6 +391,16 @@ class _FaultyPrefixWatch(PrefixWatch):
         revision = await self._inner.add(wanted)
         self._store._after(after)
         return revision
+
+    async def add_and_read(self, prefixes: Iterable[str]) -> tuple[int, list[Entry], int]:
+        """As `add`, and the read strikes "list" faults once it is done (as a scan's page)."""
+        wanted = list(prefixes)
+        after = await self._store._before("watch", *wanted)
+        added = await self._inner.add_and_read(wanted)
+        self._store._after(after)
+        after = await self._store._before("list", *wanted)
+        self._store._after(after)
+        return added
 
     async def remove(self, prefixes: Iterable[str]) -> None:
         await self._inner.remove(prefixes)
