@@ -7,6 +7,7 @@ sqlite delete any number of keys in one transaction, so the bound is ZooKeeper's
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 from kazoo.protocol.serialization import (
@@ -26,8 +27,10 @@ from metaplane.store import (
     Put,
     TxnTooLarge,
     Unavailable,
+    open_store,
 )
 from metaplane.store import _zookeeper as zk
+from metaplane.store._keys import MAX_VALUE_BYTES
 from metaplane.testing.zookeeper import JUTE_MAXBUFFER
 
 pytestmark = pytest.mark.backends(
@@ -103,6 +106,8 @@ async def test_the_default_bound_refuses_what_the_server_would_drop(
     # transient-looking error for a request that would fail every time.
     monkeypatch.setattr(zk, "_MULTI_BYTES", 2 * JUTE_MAXBUFFER)
     monkeypatch.setattr(zk, "_MULTI_OPS", 2 * len(keys))
+    assert isinstance(store, zk.ZooKeeperStore)
+    store._options = dataclasses.replace(store._options, max_request=2 * JUTE_MAXBUFFER)
     with pytest.raises(Unavailable):
         await store.delete_prefix("/deep")
     for _ in range(100):  # the store connects again
@@ -128,3 +133,45 @@ def test_the_zk_multi_size_is_kazoos_encoding() -> None:
     ]
     data = sum(len(op.data) for op in ops if isinstance(op, Create | SetData))
     assert zk._multi_size(ops) == 4 + 8 + len(Transaction(ops).serialize()) - data
+
+
+async def test_a_transaction_of_large_values_past_the_request_bound_writes_nothing(
+    store: MetadataStore,
+) -> None:
+    """Each value is within the contract's 1 MiB, their sum is not within the servers'
+    jute.maxbuffer (4 MiB here, the URL's max_request by default): refused before it is
+    sent, nothing written; three of them commit. Sent anyway (the bound raised past the
+    server's), the server drops the connection, as it would at every retry."""
+    big = b"v" * MAX_VALUE_BYTES
+    four = [Put(f"/large/{i}", big) for i in range(4)]
+    with pytest.raises(TxnTooLarge, match=f"at most {JUTE_MAXBUFFER:,}"):
+        await store.txn([], four, [])
+    assert len(await store.list("/large")) == 0
+    result = await store.txn([], four[:3], [])
+    assert result.succeeded
+    assert [entry.key for entry in await store.list("/large", keys_only=True)] == [
+        "/large/0",
+        "/large/1",
+        "/large/2",
+    ]
+    zstore = store
+    assert isinstance(zstore, zk.ZooKeeperStore)
+    zstore._options = dataclasses.replace(zstore._options, max_request=2 * JUTE_MAXBUFFER)
+    with pytest.raises(Unavailable):
+        await store.txn([], [Put("/large/3", big), *four[:3]], [])
+    for _ in range(100):  # the store connects again
+        try:
+            assert len(await store.list("/large", keys_only=True)) == 3
+            break
+        except Unavailable:
+            await asyncio.sleep(0.1)
+    else:
+        pytest.fail("the store did not connect again within 10 s")
+
+
+async def test_max_request_is_an_option_of_the_url(store_url: str) -> None:
+    """A smaller jute.maxbuffer named in the URL bounds the transaction by it."""
+    async with open_store(f"{store_url}?max_request=1048575") as small:
+        with pytest.raises(TxnTooLarge, match="at most 1,048,575"):
+            await small.put("/large/one", b"v" * MAX_VALUE_BYTES)
+        assert await small.get("/large/one") is None

@@ -4,7 +4,8 @@ memory://
 sqlite:///path/to/file.db[?synchronous=full|normal&history=N&history_age=SECONDS]
 etcd://[user:password@]host:port[,host:port…][?ca=FILE&cert=FILE&key=FILE&tls=1&timeout=S]
 etcds://…  (etcd over TLS with the system's CA certificates unless ca= is given)
-zk://host:port[,host:port…]/chroot[?timeout=S&session_timeout=S]  (also zookeeper://)
+zk://host:port[,host:port…]/chroot[?timeout=S&session_timeout=S&max_request=BYTES]
+    (also zookeeper://)
 
 A backend's module is imported here only when its scheme is asked for: importing the contract
 loads no backend (nor grpc, aetcd or sqlite3).
@@ -167,9 +168,13 @@ def _zookeeper_options(url: str, location: str, params: dict[str, str]) -> ZooKe
         for name in ("timeout", "session_timeout")
         if (value := _take(url, params, name, float)) is not None
     }
+    max_request: dict[str, int] = {}
+    if (size := _take(url, params, "max_request", int)) is not None:
+        max_request["max_request"] = size
     _no_more(url, params)
     try:
-        return ZooKeeperOptions(endpoints, "/" + unquote(chroot).strip("/"), **timeouts)
+        root = "/" + unquote(chroot).strip("/")
+        return ZooKeeperOptions(endpoints, root, **timeouts, **max_request)
     except InvalidRequest as exc:
         raise InvalidStoreURL(f"{url!r}: {exc}") from None
 

@@ -91,6 +91,11 @@ each operation's framing, `_multi_size`), at most (`TxnTooLarge` past it). ZooKe
 the connection of a request above its jute.maxbuffer (1 MiB less a byte by default), and
 would do it again at every try; the values come on top, each bounded by the contract."""
 
+DEFAULT_MAX_REQUEST = 4_194_304
+"""The largest request the servers take, in bytes (their jute.maxbuffer): 4 MiB, as
+docs/store.md asks of them (ZooKeeper's own default, 1 MiB less a byte, cannot take a
+1 MiB value)."""
+
 _JITTER = random.Random()
 _LONGEST_SESSION = 86_400
 """The session timeout a lease asks for at most (kazoo sends it in int32 milliseconds; the
@@ -108,6 +113,9 @@ class ZooKeeperOptions:
     chroot: str
     timeout: float = DEFAULT_TIMEOUT
     session_timeout: float = DEFAULT_SESSION_TIMEOUT
+    max_request: int = DEFAULT_MAX_REQUEST
+    """The servers' jute.maxbuffer: a transaction whose multi (values included) would be
+    larger is refused with `TxnTooLarge` before it is sent."""
 
     def __post_init__(self) -> None:
         if not self.hosts:
@@ -117,6 +125,8 @@ class ZooKeeperOptions:
         for what, seconds in (("timeout", self.timeout), ("session_timeout", self.session_timeout)):
             if not 0 < seconds < 3600:
                 raise InvalidRequest(f"{what} is a number of seconds from 0 to 3600")
+        if not 65_536 <= self.max_request <= 1 << 30:
+            raise InvalidRequest("max_request is a number of bytes from 65,536 to 1 GiB")
 
 
 @dataclass(slots=True)
@@ -581,7 +591,7 @@ class ZooKeeperStore(MetadataStore):
                 raise _Stale
             return TxnResult(succeeded, read_at, tuple(_at(r, read_at) for r in results))
         multi = [*plan.guards, *plan.ops]
-        _check_multi(multi)
+        _check_multi(multi, self._options.max_request)
         zxid = await self._commit(multi, lease, _written(plan, branch))
         return TxnResult(succeeded, zxid, tuple(_at(r, zxid) for r in results))
 
@@ -1100,12 +1110,21 @@ def _written(plan: _Plan, branch: tuple[Any, ...]) -> dict[str, _Known]:
     return written
 
 
-def _check_multi(ops: list[Any]) -> None:
+def _check_multi(ops: list[Any], max_request: int) -> None:
     """Refuse, before it is sent, a multi ZooKeeper would not take: more than _MULTI_OPS
-    znode operations, or more than _MULTI_BYTES on the wire besides its values."""
+    znode operations, more than _MULTI_BYTES on the wire besides its values, or more than
+    `max_request` (the servers' jute.maxbuffer) with them."""
     size = _multi_size(ops)
     if len(ops) <= _MULTI_OPS and size <= _MULTI_BYTES:
-        return
+        total = size + sum(len(op.data) for op in ops if isinstance(op, Create | SetData))
+        if total <= max_request:
+            return
+        raise TxnTooLarge(
+            f"on ZooKeeper a transaction is one multi request, and this one would be "
+            f"{total:,} bytes with the values it writes: at most {max_request:,}, the "
+            "servers' jute.maxbuffer (the store URL's max_request; ZooKeeper drops a larger "
+            "request). Write the large values in several transactions"
+        )
     raise TxnTooLarge(
         f"on ZooKeeper a transaction is one multi request, and this one would be "
         f"{len(ops):,} znode operations and {size:,} bytes besides the values it writes: "
