@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -18,6 +19,7 @@ from kazoo.protocol.states import KazooState
 
 from metaplane.store import Compare, Entry, Get, MetadataStore, Put, connect_store
 from metaplane.store import _zookeeper as zk
+from metaplane.store import _zookeeper_watch as zkw
 from metaplane.store import _zookeeper_wire as wire
 from metaplane.testing import expire_session
 
@@ -234,3 +236,38 @@ async def test_an_absence_down_to_the_top_segment_is_pinned(
     )
     assert result.succeeded and result.results[1] is None
     assert result.revision >= deleted
+
+
+async def test_a_key_deleted_before_a_watch_from_now_first_read_is_a_delete(
+    store: MetadataStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A watch from now registers for notifications, then reads its prefixes to learn the
+    keys: a key that existed when it started and is deleted before that read comes as a
+    DELETE, not lost (a consumer that holds it would hold it for ever). Driven: the first
+    read waits until the delete has committed."""
+    await store.put("/w/kept", b"1")
+    await store.put("/w/gone", b"1")
+    gate = asyncio.Event()
+    snapshot = zkw.Follower._store_snapshot
+
+    async def held(self: zkw.Follower, *args: Any, **kwargs: Any) -> Any:
+        await gate.wait()
+        return await snapshot(self, *args, **kwargs)
+
+    monkeypatch.setattr(zkw.Follower, "_store_snapshot", held)
+    watch = store.watch("/w")  # from now: registered, its first read held
+    try:
+        deleted = await store.delete("/w/gone")
+        gate.set()
+        events: list[tuple[str, str]] = []
+        async with asyncio.timeout(10):
+            while ("DELETE", "/w/gone") not in events:
+                watch.request_progress()
+                batch = await anext(watch)
+                assert batch.events or batch.revision >= deleted  # a progress batch at most
+                events.extend((e.type.name, e.key) for e in batch.events)
+                if not batch.events:
+                    break
+        assert events == [("DELETE", "/w/gone")]
+    finally:
+        await watch.aclose()

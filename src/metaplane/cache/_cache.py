@@ -289,10 +289,12 @@ class LocalCache:
 
     async def follow(self, prefixes: Iterable[str], timeout: float | None = DEFAULT_WAIT) -> int:
         """Hold and follow `prefixes` too, gap-free: the watch starts following them at a
-        revision R, they are read at R, and they are served once the cache has passed R —
-        return R (`await wait_for(R)` to read them from the cache). Prefixes under one
-        served already are left as they are. Waits out a watch being re-made (a broken
-        stream), for `timeout` seconds."""
+        revision R, they are read at R (on a store without history, at once after R:
+        `PrefixWatch.add_and_read`), and they are served once the cache has passed the
+        revision returned (`await wait_for(it)` to read them from the cache). Changes under
+        them that the cache applies before their read is in are kept and laid over it.
+        Prefixes under one served already are left as they are. Waits out a watch being
+        re-made (a broken stream), for `timeout` seconds."""
         wanted = _covering(check_prefix(prefix) for prefix in prefixes) if prefixes else ()
         async with asyncio.timeout(timeout):
             while True:
@@ -498,6 +500,8 @@ class LocalCache:
                 await self._set_state(CacheState.DISCONNECTED)
                 log.warning("cache %s: watch broken (%s); resuming", self._ancestor, error)
                 await delay.wait()
+        if watch is not None:  # made by a resync as the cache closed
+            await watch.aclose()
 
     async def _watch_from(
         self, start: int, delay: _Backoff, given: PrefixWatch | None = None

@@ -61,6 +61,10 @@ class Follower:
         self._wake = asyncio.Event()
         since, recent = store.follow(self)
         self._hints.update(recent)
+        self._unsure: set[str] | None = set(recent) if start_revision is None else None
+        """From now: the keys notified before the first read was in. One it did not find
+        may have existed at the start and been deleted since: read back absent, it is a
+        DELETE (one created and deleted meanwhile too: a DELETE of a key never shown)."""
         wanted = frozenset(prefixes)
         self._start = start_revision if start_revision is not None else since + 1
         self._after.update(dict.fromkeys(wanted, self._start - 1))
@@ -73,6 +77,8 @@ class Follower:
     def hint(self, key: str) -> None:
         if self._wanted(key):
             self._hints.add(key)
+            if self._unsure is not None and not self._started.done():
+                self._unsure.add(key)
             self._wake.set()
 
     def fail(self, error: MetadataError | None) -> None:
@@ -236,13 +242,17 @@ class Follower:
 
     def _change(self, key: str, entry: Entry | None, since: int) -> WatchEvent | None:
         known = self._known.get(key)
+        unsure = self._unsure is not None and key in self._unsure
+        if unsure:
+            assert self._unsure is not None
+            self._unsure.discard(key)
         if entry is not None:
             if known is not None and entry.mod_revision <= known:
                 return None
             self._known[key] = entry.mod_revision
             return WatchEvent(EventType.PUT, entry)
         if known is None:
-            return None
+            return WatchEvent(EventType.DELETE, deleted_entry(key, since)) if unsure else None
         del self._known[key]
         return WatchEvent(EventType.DELETE, deleted_entry(key, since))
 
