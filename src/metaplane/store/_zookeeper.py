@@ -1015,14 +1015,25 @@ class ZooKeeperStore(MetadataStore):
         except Exception as error:  # the next connection change tries again
             log.warning("%s: persistent watch not set up again: %s", self.url, error)
 
-    async def read_back(self, key: str) -> tuple[Entry | None, int]:
-        """A key as it is now, and when absent the revision it is absent since (at the
-        latest): the mzxid of its znode left for children, or the pzxid above it."""
-        node = await self._read(self._path(key))
-        if node is not None:
-            entry = wire.decode(key, node.data, node.stat)
-            return entry, int(node.stat.mzxid)
-        return None, await self._anchor(key)
+    async def read_back_many(self, keys: list[str]) -> list[tuple[Entry | None, int]]:
+        """Each of `keys` as it is now, and when absent the revision it is absent since (at
+        the latest): the mzxid of its znode left for children, or the pzxid above it. In
+        multiReads (`_read_many`): a watch notified of 100,000 changes at once reads them
+        back in a thousand requests, not 100,000."""
+        results = await self._read_many([(wire.GET_DATA, self._path(key)) for key in keys])
+        found: list[tuple[Entry | None, int]] = []
+        gone: list[int] = []
+        for index, (key, result) in enumerate(zip(keys, results, strict=True)):
+            if isinstance(result, NoNodeError):
+                gone.append(index)
+                found.append((None, 0))
+                continue
+            node = self._node(result, key)
+            found.append((wire.decode(key, node.data, node.stat), int(node.stat.mzxid)))
+        anchors = await asyncio.gather(*(self._anchor(keys[index]) for index in gone))
+        for index, anchor in zip(gone, anchors, strict=True):
+            found[index] = (None, anchor)
+        return found
 
     async def sync(self) -> int:
         return await self._sync()

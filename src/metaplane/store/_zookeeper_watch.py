@@ -60,14 +60,15 @@ class Follower:
         self._ended = False
         self._wake = asyncio.Event()
         since, recent = store.follow(self)
-        self._hints.update(recent)
-        self._unsure: set[str] | None = set(recent) if start_revision is None else None
-        """From now: the keys notified before the first read was in. One it did not find
-        may have existed at the start and been deleted since: read back absent, it is a
-        DELETE (one created and deleted meanwhile too: a DELETE of a key never shown)."""
         wanted = frozenset(prefixes)
         self._start = start_revision if start_revision is not None else since + 1
         self._after.update(dict.fromkeys(wanted, self._start - 1))
+        mine = [key for key in recent if self._wanted(key)]  # (a store's writes of others)
+        self._hints.update(mine)
+        self._unsure: set[str] | None = set(mine) if start_revision is None else None
+        """From now: the keys notified before the first read was in. One it did not find
+        may have existed at the start and been deleted since: read back absent, it is a
+        DELETE (one created and deleted meanwhile too: a DELETE of a key never shown)."""
         self._started = asyncio.get_running_loop().create_task(
             self._baseline(wanted, self._start, start_revision is not None)
         )
@@ -225,7 +226,7 @@ class Follower:
         while self._hints:
             keys = sorted(self._hints)
             self._hints = set()
-            read = await asyncio.gather(*(self._store.read_back(key) for key in keys))
+            read = await self._store.read_back_many(keys)
             for key, (entry, since) in zip(keys, read, strict=True):
                 event = self._change(key, entry, since)
                 if event is not None:
