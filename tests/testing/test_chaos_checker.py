@@ -68,6 +68,28 @@ def test_an_acknowledged_cursor_missing_from_the_hand_over_is_found() -> None:
     assert not fixed.violations["no-acked-cursor-lost"]
 
 
+def test_acks_a_killed_process_had_not_written_are_not_held_against_its_successor() -> None:
+    """Broker 1 acks 41, writes 40 and is killed; its new process (a first registration)
+    seals the topic it still finds its own with no cursor: 41 died with the old process
+    (delivered again), which is no loss the hand-over made. The same seal by the process
+    that acked is one."""
+    killed = [
+        line("registered", t=0, generation=1),
+        line("load", t=1, start=0, read=5),
+        line("ack", t=2, subscription="a", offset=41),
+        line("cursors", t=3, revision=9, cursors={"a": 40}),
+        line("registered", t=4, generation=1),  # SIGKILL, then a new process
+        line("sealed", t=5, revision=10, last=50, cursors={}),
+    ]
+    report = Report()
+    _check_cursors(killed, report)
+    assert not report.violations["no-acked-cursor-lost"]
+    same_process = [*killed[:4], line("registered", t=4, generation=2), killed[5]]
+    report = Report()
+    _check_cursors(same_process, report)  # a session lost and registered again: no excuse
+    assert len(report.violations["no-acked-cursor-lost"]) == 1
+
+
 def test_a_cursor_of_a_deleted_subscription_may_be_dropped() -> None:
     report = Report()
     lines = [

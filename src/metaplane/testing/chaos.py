@@ -625,13 +625,22 @@ def _check_fenced_writes(lines: list[dict[str, Any]], history: History, report: 
 
 def _check_cursors(lines: list[dict[str, Any]], report: Report) -> None:
     """What a broker acknowledged while serving a topic is at most the cursor its hand-over
-    (or a flush before it) wrote, unless the subscription was deleted meanwhile."""
+    (or a flush before it) wrote, unless the subscription was deleted meanwhile. Acks a
+    broker process had not written yet when it was killed die with it (docs/cluster.md:
+    those messages are delivered again): a new process of that broker (its first
+    registration) starts with none — it may well seal a topic its predecessor served, with
+    the cursors the store has."""
     acked: dict[tuple[int, str], dict[str, int]] = defaultdict(dict)
     written: dict[tuple[int, str], dict[str, int]] = defaultdict(dict)
     recreated: dict[str, set[str]] = defaultdict(set)
     for line in lines:
         event = line["event"]
-        if event == "load":
+        if event == "registered" and int(line.get("generation") or 0) == 1:
+            broker = int(line["broker"])
+            for place in [p for p in (*acked, *written) if p[0] == broker]:
+                acked.pop(place, None)
+                written.pop(place, None)
+        elif event == "load":
             place = (int(line["broker"]), str(line["topic"]))
             acked.pop(place, None)
             written.pop(place, None)
