@@ -274,11 +274,14 @@ def verdicts(cells: list[Cell], ratios: Ratios) -> dict[str, dict[str, Any]]:
         if concurrency == 64:
             median = statistics.median(paired)
             name = f"{backend} {operation} c64 vs {RAW[backend]} (median of paired runs)"
+            # Issue 16 sets no goal for ZooKeeper's transactions (a read, then a multi,
+            # against kazoo's blind multi): reported, not judged.
+            judged = backend != "zookeeper" or operation != "txn"
             results[name] = {
                 "value": median,
                 "spread": [min(paired), max(paired)],
-                "target": 0.90,
-                "met": median >= 0.90,
+                "target": 0.90 if judged else None,
+                "met": median >= 0.90 if judged else None,
                 "pairs": paired,
             }
     rounds = {(c.backend, c.operation, c.concurrency): c.rounds for c in cells}
@@ -329,7 +332,9 @@ def render(cells: list[Cell], targets: dict[str, dict[str, Any]], console: Conso
     for name, verdict in targets.items():
         value, target = verdict["value"], verdict["target"]
         low, high = verdict["spread"]
-        if verdict.get("at_most"):
+        if target is None:
+            median, span, goal = f"{value:.1%}", f"{low:.0%}–{high:.0%}", "(none)"
+        elif verdict.get("at_most"):
             shown = "failed" if value is None else f"{value:.2f} s"
             span = "" if value is None else f"{low:.2f}–{high:.2f} s"
             median, goal = shown, f"≤ {target:g} s"
@@ -337,7 +342,8 @@ def render(cells: list[Cell], targets: dict[str, dict[str, Any]], console: Conso
             median, span, goal = f"{value:.1%}", f"{low:.0%}–{high:.0%}", f"≥ {target:.0%}"
         else:
             median, span, goal = f"{value:,.0f}", f"{low:,.0f}–{high:,.0f}", f"≥ {target:,}"
-        goals.add_row(name, median, span, goal, "yes" if verdict["met"] else "NO")
+        met = "—" if verdict["met"] is None else "yes" if verdict["met"] else "NO"
+        goals.add_row(name, median, span, goal, met)
     console.print(goals)
 
 

@@ -1,7 +1,7 @@
 """The ZooKeeper backend's own machinery, on a real server: reads of many znodes in a few
 multiRead requests, and the single-request put of a key the store wrote last, which must
-never write from what it remembers once that may be stale (a write sent on another
-connection than the one it learned the key on; a session lost)."""
+never write from what it remembers once that may be stale (a key removed and made again
+since; a session lost), and compares that a key made again cannot fool."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NoNodeError
+from kazoo.exceptions import NoNodeError
 from kazoo.protocol.serialization import GetData
 from kazoo.protocol.states import KazooState
 
@@ -37,23 +37,6 @@ async def other(store_url: str) -> AsyncIterator[MetadataStore]:
 def zookeeper(store: MetadataStore) -> zk.ZooKeeperStore:
     assert isinstance(store, zk.ZooKeeperStore)
     return store
-
-
-async def test_a_remembered_put_sent_on_another_connection_is_refused(
-    store: MetadataStore,
-) -> None:
-    """The guard of the single-request put: sent on a connection other than the one the
-    version was learned on, ZooKeeper refuses it, whatever the znode's version."""
-    zstore = zookeeper(store)
-    await store.put(KEY, b"1")
-    known = zstore._known[KEY]
-    data = wire.encode(b"stale", known.offset, known.created)
-    path = zstore._path(KEY)
-    refused = await zstore._request(wire.GuardedSetData(path, data, known.version, lambda: False))
-    assert isinstance(refused.error, BadVersionError)
-    assert (await store.get(KEY)) == Entry(KEY, b"1", 1, known.created, known.created, 0)
-    accepted = await zstore._request(wire.GuardedSetData(path, data, known.version, lambda: True))
-    assert accepted.error is None
 
 
 async def test_a_changed_key_is_forgotten(store: MetadataStore, other: MetadataStore) -> None:
@@ -271,3 +254,91 @@ async def test_a_key_deleted_before_a_watch_from_now_first_read_is_a_delete(
         assert events == [("DELETE", "/w/gone")]
     finally:
         await watch.aclose()
+
+
+async def test_a_compare_is_not_fooled_by_a_key_made_again(
+    store: MetadataStore, other: MetadataStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ABA: a transaction compares a key's create_revision (a broker's fence on its
+    assignment); between its read and its multi another client deletes the key and makes it
+    again (its znode was one never set since, as the new one is). The compare must not pass
+    on the new key. Driven: the first multi waits until the key has been made again."""
+    created = await store.put("/fence/owner", b"b1")
+    zstore = zookeeper(store)
+    gate, reached = asyncio.Event(), asyncio.Event()
+    commit = zstore._commit
+
+    async def held(*args: Any, **kwargs: Any) -> int:
+        if not gate.is_set():
+            reached.set()
+            await gate.wait()
+        return await commit(*args, **kwargs)
+
+    monkeypatch.setattr(zstore, "_commit", held)
+    fenced = asyncio.create_task(
+        store.txn(
+            [Compare.create_revision("/fence/owner", "==", created)],
+            [Put("/fence/write", b"from the fenced owner")],
+            [],
+        )
+    )
+    async with asyncio.timeout(10):
+        await reached.wait()
+    await other.delete("/fence/owner")
+    again = await other.put("/fence/owner", b"b1")
+    assert again > created
+    gate.set()
+    result = await fenced
+    assert not result.succeeded
+    assert await other.get("/fence/write") is None
+
+
+async def test_a_remembered_put_is_not_fooled_by_a_key_made_again(
+    store: MetadataStore, other: MetadataStore
+) -> None:
+    """ABA of the single-request put: the key this store remembers is deleted and written
+    back to the same data version by another client, and the put goes out before this
+    store has heard of it (a process paused between its look at memory and its send). It
+    must not land as a write of the old key (its create_revision and version)."""
+    zstore = zookeeper(store)
+    await store.put(KEY, b"1")
+    await store.put(KEY, b"2")
+    known = zstore._known[KEY]
+    await other.delete(KEY)
+    await zookeeper(other)._sweep_pending()  # its znode removed, as it is soon after anyway
+    created = await other.put(KEY, b"a")
+    written = await other.put(KEY, b"b")
+    assert await zstore._set(Put(KEY, b"stale"), known) == 0
+    assert await other.get(KEY) == Entry(KEY, b"b", 2, created, written, 0)
+
+
+async def test_a_deleted_keys_znode_and_parents_are_removed(
+    store: MetadataStore, other: MetadataStore
+) -> None:
+    """A delete leaves the key's znode keyless (its data version goes on, so checks of it
+    stay exact); soon after, the store removes it with the parents only it needed, in a
+    multi counted as a removal, which the other store's next write from memory checks."""
+    zstore, zother = zookeeper(store), zookeeper(other)
+    await store.put("/gone/a/b", b"1")
+    await store.put("/gone/kept", b"1")
+    await other.put(KEY, b"1")
+    known = zother._known[KEY]
+    deleted = await store.delete("/gone/a/b")
+    assert deleted is not None
+    assert await store.get("/gone/a/b") is None
+    assert (await store.list("/gone")).keys() == ["/gone/kept"]
+    deadline = time.monotonic() + 10
+    while await zstore._exists(zstore._path("/gone/a")) is not None:
+        assert time.monotonic() < deadline, "the deleted key's parent was never removed"
+        await asyncio.sleep(0.05)
+    assert await zstore._exists(zstore._path("/gone")) is not None
+    assert (await store.list("/gone")).keys() == ["/gone/kept"]
+    # The removal counted: a write from memory planned before it is refused, then read.
+    assert await zother._set(Put(KEY, b"2"), known) == 0
+    revision = await other.put(KEY, b"2")
+    found = await store.get(KEY)
+    assert found is not None and (found.value, found.version, found.mod_revision) == (
+        b"2",
+        2,
+        revision,
+    )

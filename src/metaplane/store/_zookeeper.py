@@ -2,12 +2,15 @@
 through kazoo.
 
 Keys are znodes under the chroot; the parents a key needs are created with it and are not
-entries; deleting a key removes the parents it alone needed. Revisions are zxids. A key's
+entries. A delete leaves the key's znode keyless (a tombstone, whose data version goes on),
+removed soon after with the parents only it needed (`_sweep`). Revisions are zxids. A key's
 version and create_revision live in its znode's data (`_zookeeper_wire`), since a key may
 first be written on a znode that existed as a parent. Transactions are one `multi`: every
 compare is read first and enforced inside that multi (a version check of each znode read,
 or the create and delete of a probe where a znode was missing), and the whole is retried
-when the read went stale. A lease is a ZooKeeper session of its own whose timeout is the TTL;
+when the read went stale. A version check cannot tell a znode from one removed and made
+again: every multi that removes znodes counts itself in the chroot's data version, and
+every multi checks that count first (`_Plan.removals`). A lease is a ZooKeeper session of its own whose timeout is the TTL;
 its keys are that session's ephemeral znodes. ZooKeeper keeps no history: reads at a past
 revision and watches from one work only while nothing they cover changed since
 (`Compacted` otherwise). See docs/store.md for what holds and what does not.
@@ -16,6 +19,7 @@ revision and watches from one work only while nothing they cover changed since
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import random
@@ -51,6 +55,7 @@ from metaplane.store._errors import (
     InvalidRequest,
     InvalidTxn,
     LeaseNotFound,
+    MetadataError,
     TxnTooLarge,
     Unavailable,
 )
@@ -144,12 +149,15 @@ class _Known:
     create_revision. Known from the reply of that write on the store's session, and only
     while the persistent watch runs: every change of the znode after the reply is notified
     before any later reply, and the notification forgets it (so does a connection lost).
-    It stands for a read of the key at the reply's zxid, pinned by the data version as a
-    transaction pins what it read (see docs/store.md for the limit of a version check)."""
+    It stands for a read of the key at the reply's zxid, pinned by the data version and the
+    removal count as a transaction pins what it read."""
 
     version: int
     offset: int
     created: int
+    removals: int
+    """The chroot's removal count (`_Plan.removes`) the write left: a write from memory
+    checks it, so that no znode removed and made again since can take the write."""
 
 
 class _Stale(Exception):
@@ -193,6 +201,16 @@ class _Plan:
     guards: list[Any] = field(default_factory=list)
     ops: list[Any] = field(default_factory=list)
     guarded: set[str] = field(default_factory=set)
+    removals: int = 0
+    """The chroot's data version, known before anything was read: the count of multis
+    that removed znodes. The multi checks it first, so that a version check of a znode
+    read cannot pass on a znode removed and made again since (ABA)."""
+    removes: bool = False
+    """The multi removes znodes (a prefix delete, an empty-prefix compare, a leased key
+    deleted, a lease change): it counts itself in the chroot's data version."""
+    tombstoned: list[str] = field(default_factory=list)
+    """Keys deleted by leaving their znode keyless (a tombstone), removed later, many in
+    one multi (`_sweep`): a delete does not fail every concurrent multi."""
 
 
 class ZooKeeperStore(MetadataStore):
@@ -234,6 +252,13 @@ class ZooKeeperStore(MetadataStore):
         (that session's reply and this one's notifications come in no common order)."""
         """Keys this store last wrote on its own session (see `_Known`): a plain put of one
         is a single setData."""
+        self._removals: int | None = None
+        """The chroot's data version as last read (None: unknown, read before a multi):
+        see `_Plan.removals`. Forgotten on the chroot's notification, on a connection lost
+        and when a multi is refused on it."""
+        self._tombstones: dict[str, None] = {}
+        """Keys this store deleted whose znodes are left to remove (`_sweep`)."""
+        self._sweeper: asyncio.Task[None] | None = None
         self._closed = False
         wire.on_notification(self._client, self._notified)
         self._client.add_listener(self._state_changed)
@@ -245,6 +270,7 @@ class ZooKeeperStore(MetadataStore):
             await asyncio.to_thread(store._client.start, options.timeout)
             await store._ensure_path(store._root)
             await store._install_watch()
+            await store._chroot()
         except BaseException as error:
             await asyncio.to_thread(_stop, store._client)
             if isinstance(error, Exception):
@@ -326,6 +352,22 @@ class ZooKeeperStore(MetadataStore):
 
     async def _exists(self, path: str) -> ZnodeStat | None:
         stat: ZnodeStat | None = await self._value(Exists(path, None))
+        return stat
+
+    async def _chroot(self) -> ZnodeStat:
+        """The chroot's stat, read now; its data version is learned as the removal count
+        (in the order of the connection's stream: a later notification forgets it)."""
+
+        def learned(reply: wire.Reply) -> None:
+            if reply.error is None and reply.value is not None:
+                self._removals = int(reply.value.version)
+
+        reply = await self._request(Exists(self._root, None), then=learned)
+        if reply.error is not None:
+            raise wire.contract_error(reply.error, f"{self.url}: reading {self._root}")
+        if reply.value is None:
+            raise Unavailable(f"{self.url}: the chroot {self._root} is gone")
+        stat: ZnodeStat = reply.value
         return stat
 
     async def _sync(self) -> int:
@@ -458,7 +500,8 @@ class ZooKeeperStore(MetadataStore):
                         continue
                     return None
                 stat = self._node(after, parent).stat
-                newest = max(newest, stat.pzxid, stat.mzxid)
+                # (the chroot's data is the removal count, no key's: its mzxid is no change)
+                newest = max(newest, stat.pzxid, stat.mzxid if parent != ROOT else 0)
                 base = "" if parent == ROOT else parent
                 for name in self._names(names, parent):
                     key = f"{base}/{wire.key_name(name)}"
@@ -520,36 +563,37 @@ class ZooKeeperStore(MetadataStore):
     async def _put(self, op: Put) -> int:
         self._inbox.flush()  # notifications already in: a key changed is forgotten first
         known = self._known.get(op.key) if not op.lease else None
-        # Version 0: a znode created and never set since, which a key deleted and created
-        # again (by another client, or this one under a lease) looks like too: read first.
-        if known is not None and known.version and op.key not in self._leased:
+        if known is not None and op.key not in self._leased:
             revision = await self._set(op, known)
             if revision:
                 return revision
         return (await self._txn(Txn((), (op,), ()))).revision
 
     async def _set(self, op: Put, known: _Known) -> int:
-        """A plain put of a key this store knows as it is (`_Known`): one setData on the
-        znode's data version, which only that znode in that state takes. 0 when the znode
-        moved on meanwhile: the caller reads and writes as a transaction."""
+        """A plain put of a key this store knows as it is (`_Known`): one multi of a check
+        of the chroot's removal count and a setData on the znode's data version, which only
+        that znode in that state takes (one removed and made again since counted a removal).
+        0 when the znode moved on meanwhile: the caller reads and writes as a transaction."""
         data = wire.encode(op.value, known.offset, known.created)
+        ops = [
+            CheckVersion(self._root, known.removals),
+            SetData(self._path(op.key), data, known.version),
+        ]
 
         def written(reply: wire.Reply) -> None:
-            if reply.error is None:
-                self._remember(op.key, _Known(reply.value.version, known.offset, known.created))
+            if reply.error is None and not _failed(reply.value):
+                version = reply.value[1].version
+                self._remember(op.key, _Known(version, known.offset, known.created, known.removals))
 
-        epoch = self._epoch
-        request = wire.GuardedSetData(
-            self._path(op.key), data, known.version, lambda: self._drops == epoch
-        )
-        reply = await self._request(request, then=written)
-        if reply.error is None:
-            return int(reply.value.mzxid)
+        reply = await self._request(Transaction(ops), then=written)
+        error = _multi_error(reply)
+        if error is None:
+            return int(reply.value[1].mzxid)
         if self._known.get(op.key) is known:
             del self._known[op.key]
-        if isinstance(reply.error, BadVersionError | NoNodeError):
+        if isinstance(error, BadVersionError | NoNodeError):
             return 0
-        raise wire.contract_error(reply.error, f"{self.url}: writing {op.key}")
+        raise wire.contract_error(error, f"{self.url}: writing {op.key}")
 
     def _remember(self, key: str, known: _Known) -> None:
         self._known.pop(key, None)
@@ -590,9 +634,13 @@ class ZooKeeperStore(MetadataStore):
             elif plan.newest > read_at:
                 raise _Stale
             return TxnResult(succeeded, read_at, tuple(_at(r, read_at) for r in results))
-        multi = [*plan.guards, *plan.ops]
+        multi = [CheckVersion(self._root, plan.removals), *plan.guards, *plan.ops]
+        if plan.removes:
+            multi.append(SetData(self._root, b"", plan.removals))
         _check_multi(multi, self._options.max_request)
         zxid = await self._commit(multi, lease, _written(plan, branch))
+        if plan.tombstoned:
+            self._tombstoned(plan.tombstoned)
         return TxnResult(succeeded, zxid, tuple(_at(r, zxid) for r in results))
 
     async def _plan(self, txn: Txn) -> _Plan:
@@ -614,6 +662,10 @@ class ZooKeeperStore(MetadataStore):
         for key in list(wide):
             keys.update(_ancestors(key))
         paths = sorted(keys)
+        # Known before any read (a removal after it fails the multi), else read first.
+        removals = self._removals
+        if removals is None:
+            removals = int((await self._chroot()).version)
         read, tree = await asyncio.gather(
             asyncio.gather(*(self._read_at(self._path(key)) for key in paths)),
             self._walk(sorted(prefixes)),
@@ -659,7 +711,7 @@ class ZooKeeperStore(MetadataStore):
             key: None if z is None else _Znode(z.version, z.children, z.owner, z.entry)
             for key, z in znodes.items()
         }
-        return _Plan(znodes, entries, newest, as_read, single)
+        return _Plan(znodes, entries, newest, as_read, single, removals=removals)
 
     def _lease_for(self, branch: tuple[Any, ...], plan: _Plan) -> int:
         """The lease whose session runs the multi: the one the branch puts keys with (one at
@@ -717,6 +769,7 @@ class ZooKeeperStore(MetadataStore):
             if znode is not None and znode.children == 0 and znode.owner == 0:
                 plan.guards.append(DeleteNode(self._path(key), znode.version))
                 self._drop(plan, key)
+                plan.removes = True
 
     def _apply(self, plan: _Plan, op: Any, lease: int) -> OpResult:
         if isinstance(op, Get):
@@ -736,7 +789,7 @@ class ZooKeeperStore(MetadataStore):
         if isinstance(op, Delete):
             return self._delete(plan, op.key)
         count = sum(
-            self._delete(plan, key)
+            self._delete(plan, key, remove=True)
             for key in sorted(plan.entries, reverse=True)
             if plan.entries[key] is not None and in_prefix(key, op.prefix)
         )
@@ -745,6 +798,7 @@ class ZooKeeperStore(MetadataStore):
             if in_prefix(key, op.prefix) and znode is not None and znode.children == 0:
                 plan.ops.append(DeleteNode(self._path(key), znode.version))
                 self._drop(plan, key)
+                plan.removes = True
         return count
 
     def _write(self, plan: _Plan, op: Put, lease: int) -> None:
@@ -782,28 +836,35 @@ class ZooKeeperStore(MetadataStore):
             data = wire.encode(op.value, version, created)
             plan.ops.append(Create(path, data, OPEN_ACL_UNSAFE, flags))
             plan.znodes[key] = _Znode(0, 0, op.lease, None)
+            plan.removes = True
         entry = Entry(key, op.value, version, created or _PENDING, _PENDING, op.lease)
         znode = plan.znodes[key]
         assert znode is not None
         znode.entry = entry
         plan.entries[key] = entry
 
-    def _delete(self, plan: _Plan, key: str) -> int:
+    def _delete(self, plan: _Plan, key: str, remove: bool = False) -> int:
+        """Delete `key`: its znode is left keyless (a tombstone: its data version goes on,
+        so a check of it stays exact) when it has children or is a plain key, else, or
+        with `remove`, removed with the parents only it needed (counted as a removal)."""
         current = plan.znodes.get(key)
         if current is None or current.entry is None:
             self._guard(plan, key)
             return 0
         plan.entries[key] = None
-        if current.children:  # the znode stays for the keys under it
+        if current.children or (current.owner == 0 and not remove):
             plan.ops.append(SetData(self._path(key), b"", current.version))
             current.version += 1
             current.entry = None
+            if not current.children:
+                plan.tombstoned.append(key)
             return 1
         plan.ops.append(DeleteNode(self._path(key), current.version))
         self._drop(plan, key)
+        plan.removes = True
         for ancestor in _ancestors(key):  # the parents only this key needed
             above = plan.znodes.get(ancestor)
-            if above is None or above.entry is not None or above.children:
+            if above is None or above.entry is not None or above.children or above.owner:
                 break
             plan.ops.append(DeleteNode(self._path(ancestor), above.version))
             self._drop(plan, ancestor)
@@ -835,18 +896,18 @@ class ZooKeeperStore(MetadataStore):
             if reply.error is None and written and not _failed(reply.value):
                 for key, known in written.items():
                     created = reply.zxid if known.created == _PENDING else known.created
-                    self._remember(key, _Known(known.version, known.offset, created))
+                    self._remember(
+                        key, _Known(known.version, known.offset, created, known.removals)
+                    )
 
         if client is None:
             reply = await self._request(Transaction(ops), client, committed)
         else:
             reply = await self._on_lease_session(ops, client)
-        error = reply.error
-        if error is None and isinstance(reply.value, list):
-            failed = [r for r in reply.value if isinstance(r, Exception)]
-            error = next((r for r in failed if not isinstance(r, RolledBackError)), None)
-            if error is None and failed:
-                error = failed[0]
+        error = _multi_error(reply)
+        first = reply.value[0] if isinstance(reply.value, list) and reply.value else None
+        if isinstance(first, BadVersionError) and ops[0].path == self._root:
+            self._removals = None  # the removal count it was planned on is stale
         if isinstance(error, BadVersionError | NoNodeError | NodeExistsError | NotEmptyError):
             for key in written or ():
                 self._known.pop(key, None)
@@ -876,6 +937,63 @@ class ZooKeeperStore(MetadataStore):
                     del self._leased[key]
                 else:
                     self._leased[key] -= 1
+
+    # -- tombstones ----------------------------------------------------------------------
+
+    def _tombstoned(self, keys: Iterable[str]) -> None:
+        """Keys whose znodes a committed delete left keyless: removed in `_SWEEP_DELAY`."""
+        self._tombstones.update(dict.fromkeys(keys))
+        if not self._closed and (self._sweeper is None or self._sweeper.done()):
+            self._sweeper = self._loop.create_task(self._sweep_later())
+
+    async def _sweep_later(self) -> None:
+        await asyncio.sleep(_SWEEP_DELAY)
+        try:
+            await self._sweep_pending()
+        except MetadataError as error:  # left for an empty-prefix compare or a prefix delete
+            log.info("%s: the znodes of deleted keys not removed: %s", self.url, error)
+
+    async def _sweep_pending(self) -> None:
+        """Remove the znodes of the keys this store deleted (where still keyless and
+        childless), with the parents only they needed, `_SWEEP_BATCH` keys a multi."""
+        while self._tombstones and not self._closed:
+            keys = list(itertools.islice(self._tombstones, _SWEEP_BATCH))
+            for key in keys:
+                del self._tombstones[key]
+            await self._sweep(keys)
+
+    async def _sweep(self, keys: list[str]) -> None:
+        """One multi removing what of `keys` is still a tombstone, counted as a removal:
+        a multi planned before it, whose checks a znode made again could fool, fails on the
+        removal count and reads again."""
+        for attempt in range(_ATTEMPTS):
+            plan = await self._plan(Txn((), tuple(Delete(key) for key in keys), ()))
+            ops: list[Any] = []
+            for key in sorted(keys, reverse=True):
+                for znode_key in (key, *_ancestors(key)):
+                    znode = plan.znodes.get(znode_key)
+                    if znode is None or znode.entry is not None or znode.children or znode.owner:
+                        break
+                    ops.append(DeleteNode(self._path(znode_key), znode.version))
+                    self._drop(plan, znode_key)
+            if not ops:
+                return
+            ops.append(SetData(self._root, b"", plan.removals))
+            try:
+                _check_multi(ops, self._options.max_request)
+            except TxnTooLarge:
+                if len(keys) == 1:
+                    return  # one key's parents past the bound: left to a prefix delete
+                half = len(keys) // 2
+                await self._sweep(keys[:half])
+                await self._sweep(keys[half:])
+                return
+            try:
+                await self._commit(ops, 0)
+                return
+            except _Stale:
+                await asyncio.sleep(_JITTER.uniform(0, 0.002 * (attempt + 1)))
+        log.info("%s: %d keys' znodes kept changing, not removed", self.url, len(keys))
 
     # -- compaction: there is no history -----------------------------------------------
 
@@ -983,6 +1101,8 @@ class ZooKeeperStore(MetadataStore):
         self._recent.append(path)
         key = self._key(path)
         if key is None:
+            if path == self._root:
+                self._removals = None
             return
         self._known.pop(key, None)
         for follower in list(self._followers):
@@ -1001,6 +1121,7 @@ class ZooKeeperStore(MetadataStore):
             self._epoch = drops
             self._watching = False
             self._known.clear()
+            self._removals = None
         if self._closed:
             return
         if state in (KazooState.SUSPENDED, KazooState.LOST):
@@ -1049,6 +1170,14 @@ class ZooKeeperStore(MetadataStore):
             return
         for follower in list(self._followers):
             follower.fail(None)
+        if self._tombstones and self._watching:  # a last sweep, if the server answers at once
+            with contextlib.suppress(MetadataError, TimeoutError):
+                async with asyncio.timeout(_SWEEP_ON_CLOSE):
+                    await self._sweep_pending()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
         sessions = list(self._leases.values())
         self._leases.clear()
         self._closed = True
@@ -1056,6 +1185,14 @@ class ZooKeeperStore(MetadataStore):
         await asyncio.to_thread(_stop, self._client)
 
 
+_SWEEP_DELAY = 1.0
+"""Seconds a deleted key's znode is left before it is removed: the removals of that time
+go in one multi, and each such multi fails the multis planned before it once."""
+_SWEEP_BATCH = 500
+"""Deleted keys whose znodes one multi removes at most (with the parents only they needed;
+halved while the multi is past the bounds)."""
+_SWEEP_ON_CLOSE = 2.0
+"""Seconds a closing store gives the removal of its deleted keys' znodes."""
 _KNOWN = 100_000
 """Keys remembered as last written (`_Known`) at most: the older half is forgotten first."""
 _BATCH = 100
@@ -1107,6 +1244,15 @@ def _failed(value: Any) -> bool:
     return isinstance(value, list) and any(isinstance(result, Exception) for result in value)
 
 
+def _multi_error(reply: wire.Reply) -> BaseException | None:
+    """Why a multi failed (the operation that failed, not one rolled back), or None."""
+    if reply.error is not None or not isinstance(reply.value, list):
+        return reply.error
+    failed = [r for r in reply.value if isinstance(r, Exception)]
+    error = next((r for r in failed if not isinstance(r, RolledBackError)), None)
+    return error if error is not None or not failed else failed[0]
+
+
 def _written(plan: _Plan, branch: tuple[Any, ...]) -> dict[str, _Known]:
     """The keys a planned branch puts without a lease on znodes of their own kind, as the
     multi leaves them (created _PENDING: the multi's zxid)."""
@@ -1117,7 +1263,8 @@ def _written(plan: _Plan, branch: tuple[Any, ...]) -> dict[str, _Known]:
             if znode is not None and znode.owner == 0 and znode.entry is not None:
                 entry = znode.entry
                 offset = entry.version - znode.version
-                written[op.key] = _Known(znode.version, offset, entry.create_revision)
+                removals = plan.removals + plan.removes
+                written[op.key] = _Known(znode.version, offset, entry.create_revision, removals)
     return written
 
 

@@ -40,7 +40,6 @@ from kazoo.exceptions import (  # type: ignore[import-untyped]
 )
 from kazoo.protocol import connection as kazoo_connection  # type: ignore[import-untyped]
 from kazoo.protocol.serialization import (  # type: ignore[import-untyped]
-    SetData,
     Watch,
     int_struct,
     multiheader_struct,
@@ -154,33 +153,6 @@ class MultiRead:
                 (code,) = unpack_int(buffer, offset)
                 offset += _INT_SIZE
                 results.append(EXCEPTIONS[code or error]())
-
-
-class GuardedSetData:
-    """A setData that the server refuses (`BadVersionError`) unless `valid()` holds when
-    kazoo's connection thread sends it: `valid` tells whether the connection it goes out on
-    is the one its version was learned on (a request queued while the connection drops is
-    sent on the next one, after changes whose notifications were lost)."""
-
-    type = SetData.type
-
-    def __init__(self, path: str, data: bytes, version: int, valid: Callable[[], bool]) -> None:
-        self.path = path
-        self.data = data
-        self.version = version
-        self.valid = valid
-
-    def serialize(self) -> bytearray:
-        # -1 means any version; any other negative one matches no znode.
-        version = self.version if self.valid() else _NO_VERSION
-        return bytearray(SetData(self.path, self.data, version).serialize())
-
-    @classmethod
-    def deserialize(cls, buffer: bytes, offset: int) -> Any:
-        return SetData.deserialize(buffer, offset)
-
-
-_NO_VERSION = -2
 
 
 @dataclass(frozen=True, slots=True)
