@@ -256,14 +256,53 @@ async def test_a_key_deleted_before_a_watch_from_now_first_read_is_a_delete(
         await watch.aclose()
 
 
+async def deleted_and_put(store: MetadataStore, key: str) -> None:
+    await store.delete(key)
+    await store.put(key, b"b1")
+
+
+async def deleted_swept_and_put(store: MetadataStore, key: str) -> None:
+    await store.delete(key)
+    await zookeeper(store)._sweep_pending()  # its znode removed, as it is soon after anyway
+    await store.put(key, b"b1")
+
+
+async def deleted_found_empty_and_put(store: MetadataStore, key: str) -> None:
+    await store.delete(key)
+    parent = key.rsplit("/", 1)[0]
+    assert (await store.txn([Compare.empty(parent)], [], [])).succeeded  # removes its znode
+    await store.put(key, b"b1")
+
+
+async def leased_and_put_again(store: MetadataStore, key: str) -> None:
+    lease = await store.grant(30)
+    await store.put(key, b"b1", lease=lease.id)  # the znode made again, ephemeral
+    await store.put(key, b"b1")  # and again, plain: at data version 0, as it was read
+    await store.revoke(lease.id)
+
+
+@pytest.mark.parametrize(
+    ("made_again", "compare"),
+    [
+        (deleted_and_put, "create_revision"),
+        (deleted_swept_and_put, "create_revision"),
+        (deleted_found_empty_and_put, "create_revision"),
+        (leased_and_put_again, "mod_revision"),
+    ],
+)
 async def test_a_compare_is_not_fooled_by_a_key_made_again(
-    store: MetadataStore, other: MetadataStore, monkeypatch: pytest.MonkeyPatch
+    store: MetadataStore,
+    other: MetadataStore,
+    monkeypatch: pytest.MonkeyPatch,
+    made_again: Callable[[MetadataStore, str], Any],
+    compare: str,
 ) -> None:
     """ABA: a transaction compares a key's create_revision (a broker's fence on its
-    assignment); between its read and its multi another client deletes the key and makes it
-    again (its znode was one never set since, as the new one is). The compare must not pass
-    on the new key. Driven: the first multi waits until the key has been made again."""
-    created = await store.put("/fence/owner", b"b1")
+    assignment) or mod_revision; between its read and its multi another client makes the
+    key again, so that its znode may be back at the data version read (one never set since,
+    as the new one is). The compare must not pass on the new key. Driven: the first multi
+    waits until the key has been made again."""
+    written = await store.put("/fence/owner", b"b1")
     zstore = zookeeper(store)
     gate, reached = asyncio.Event(), asyncio.Event()
     commit = zstore._commit
@@ -277,16 +316,54 @@ async def test_a_compare_is_not_fooled_by_a_key_made_again(
     monkeypatch.setattr(zstore, "_commit", held)
     fenced = asyncio.create_task(
         store.txn(
-            [Compare.create_revision("/fence/owner", "==", created)],
+            [getattr(Compare, compare)("/fence/owner", "==", written)],
             [Put("/fence/write", b"from the fenced owner")],
             [],
         )
     )
     async with asyncio.timeout(10):
         await reached.wait()
-    await other.delete("/fence/owner")
-    again = await other.put("/fence/owner", b"b1")
-    assert again > created
+    await made_again(other, "/fence/owner")
+    again = await other.get("/fence/owner")
+    assert again is not None and getattr(again, compare) > written
+    gate.set()
+    result = await fenced
+    assert not result.succeeded
+    assert await other.get("/fence/write") is None
+
+
+async def test_a_compare_on_a_leased_key_is_not_fooled_by_a_new_lease(
+    store: MetadataStore, other: MetadataStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ABA on a leased key: read while another client's lease holds it; that lease ends
+    (ZooKeeper removes the znode, uncounted) and a new lease makes the key again, at data
+    version 0 as it was read. The compare on its create_revision must not pass."""
+    first = await other.grant(30)
+    written = await other.put("/fence/leader", b"b1", lease=first.id)
+    zstore = zookeeper(store)
+    gate, reached = asyncio.Event(), asyncio.Event()
+    commit = zstore._commit
+
+    async def held(*args: Any, **kwargs: Any) -> int:
+        if not gate.is_set():
+            reached.set()
+            await gate.wait()
+        return await commit(*args, **kwargs)
+
+    monkeypatch.setattr(zstore, "_commit", held)
+    fenced = asyncio.create_task(
+        store.txn(
+            [Compare.create_revision("/fence/leader", "==", written)],
+            [Put("/fence/write", b"from the old leader's follower")],
+            [],
+        )
+    )
+    async with asyncio.timeout(10):
+        await reached.wait()
+    await other.revoke(first.id)
+    second = await other.grant(30)
+    again = await other.put("/fence/leader", b"b1", lease=second.id)
+    assert again > written
     gate.set()
     result = await fenced
     assert not result.succeeded

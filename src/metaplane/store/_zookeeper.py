@@ -9,9 +9,10 @@ first be written on a znode that existed as a parent. Transactions are one `mult
 compare is read first and enforced inside that multi (a version check of each znode read,
 or the create and delete of a probe where a znode was missing), and the whole is retried
 when the read went stale. A version check cannot tell a znode from one removed and made
-again: every multi that removes znodes counts itself in the chroot's data version, and
-every multi checks that count first (`_Plan.removals`). A lease is a ZooKeeper session of its own whose timeout is the TTL;
-its keys are that session's ephemeral znodes. ZooKeeper keeps no history: reads at a past
+again: every multi that removes znodes (or makes a leased key's, which ZooKeeper removes
+uncounted) counts itself in the chroot's data version, and every multi checks that count
+first (`_Plan.removals`). A lease is a ZooKeeper session of its own whose timeout is the
+TTL; its keys are that session's ephemeral znodes. ZooKeeper keeps no history: reads at a past
 revision and watches from one work only while nothing they cover changed since
 (`Compacted` otherwise). See docs/store.md for what holds and what does not.
 """
@@ -207,7 +208,8 @@ class _Plan:
     read cannot pass on a znode removed and made again since (ABA)."""
     removes: bool = False
     """The multi removes znodes (a prefix delete, an empty-prefix compare, a leased key
-    deleted, a lease change): it counts itself in the chroot's data version."""
+    deleted, a lease change) or makes a leased key's (whose removal, at its lease's end,
+    is ZooKeeper's, uncounted): it counts itself in the chroot's data version."""
     tombstoned: list[str] = field(default_factory=list)
     """Keys deleted by leaving their znode keyless (a tombstone), removed later, many in
     one multi (`_sweep`): a delete does not fail every concurrent multi."""
@@ -821,6 +823,10 @@ class ZooKeeperStore(MetadataStore):
                     )
             plan.ops.append(Create(path, wire.encode(op.value, 1, 0), OPEN_ACL_UNSAFE, flags))
             self._add(plan, key, _Znode(0, 0, op.lease, None))
+            # ZooKeeper removes a leased key's znode as its lease ends, uncounted: the
+            # making of one is counted instead, so that a multi planned before cannot
+            # take the new znode for the old.
+            plan.removes = plan.removes or bool(op.lease)
         elif current.owner == op.lease:
             offset = version - (current.version + 1)
             data = wire.encode(op.value, offset, created)
