@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from metaplane import layout
+from metaplane.admin._server import AdminServer, ServerSettings
 from metaplane.layout import TopicName
 from metaplane.resources import (
     ClusterManager,
@@ -22,7 +23,7 @@ from metaplane.resources import (
     SubscriptionManager,
     encode,
 )
-from metaplane.store import MemoryStore
+from metaplane.store import MemoryStore, Unavailable
 from metaplane.testing import FaultyStore
 from tests.admin.api import Api, running
 from tests.admin.runner import add_broker
@@ -268,6 +269,30 @@ async def test_an_unavailable_store_is_503(tmp_path: Path) -> None:
         faulty.fail("get", "/")
         refused = problem_of(await api.client.get("/admin/v2/key", params={"key": "/x"}), 503)
         assert refused["title"] == "Unavailable"
+
+
+async def test_the_server_rides_out_a_store_that_fails_as_it_starts(tmp_path: Path) -> None:
+    """The store does not answer the cache's load three times in a row (a store hung or
+    failing over while the server starts): the start tries again and serves what the store
+    holds. A store that stays away past the start's patience fails it with its error."""
+    faulty = FaultyStore(MemoryStore())
+    await faulty.put("/x", b"1")
+    failing = faulty.fail("list", "/", times=3)
+    server = AdminServer(faulty, ServerSettings(port=0))
+    await server.start(patience=30)
+    try:
+        assert failing.times == 0
+        async with httpx.AsyncClient(base_url=server.url.rstrip("/"), timeout=30) as client:
+            found = await client.get("/admin/v2/key", params={"key": "/x"})
+        assert found.status_code == 200, found.text
+        assert server.cache.get("/x") is not None
+    finally:
+        await server.stop()
+    faulty.fail("list", "/", times=None)
+    refused = AdminServer(faulty, ServerSettings(port=0))
+    with pytest.raises(Unavailable, match="injected fault"):
+        await refused.start(patience=1.0)
+    await refused.stop()
 
 
 async def test_the_status_and_the_cluster_metrics(api: Api) -> None:

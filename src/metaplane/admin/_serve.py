@@ -20,6 +20,7 @@ from metaplane.admin._console import (
     interrupted,
     usage,
 )
+from metaplane.admin._progress import spinner
 from metaplane.admin._runner import check_store
 from metaplane.admin._server import AdminServer, ServerSettings, freeze_heap
 from metaplane.store import MetadataError, open_store
@@ -114,7 +115,8 @@ async def serving(url: str, settings: ServerSettings) -> None:
         loop.add_signal_handler(sig, stop.set)
     async with open_store(url) as store:
         server = AdminServer(store, settings)
-        await server.start()
+        with spinner("loading the cache"):
+            await server.start()
         log.debug("heap frozen after the cache's load: %d objects", freeze_heap())
         try:
             announce(server)

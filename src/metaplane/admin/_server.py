@@ -36,11 +36,13 @@ from metaplane.admin._http import EXCEPTION_HANDLERS, guard
 from metaplane.admin._operations import Operations
 from metaplane.cache import LocalCache
 from metaplane.resources import decode_value
-from metaplane.store import MetadataStore, NotFound
+from metaplane.store import MetadataStore, NotFound, Unavailable
 
 log = logging.getLogger(__name__)
 
 DASHBOARD = Path(__file__).parent / "dashboard"
+STORE_PATIENCE = 60.0
+"""Seconds the server's start waits for a store that does not answer (as a broker does)."""
 OPENAPI_PATH = "/admin/v2"
 
 
@@ -188,9 +190,12 @@ class AdminServer:
         shown = f"[{host}]" if ":" in host else host
         return f"{scheme}://{shown}:{self.port}/"
 
-    async def start(self) -> None:
-        """Load the cache, bind the port (0: a free one), and serve."""
-        await self.cache.start()
+    async def start(self, patience: float = STORE_PATIENCE) -> None:
+        """Load the cache, bind the port (0: a free one), and serve. While the store does
+        not answer (`Unavailable`), the load is tried again for up to `patience` seconds,
+        as a broker waits to register: a store that hangs or fails over while the server
+        starts is ridden out, one that stays away fails the start with its error."""
+        await self._load(patience)
         app = build_app(self.store, self.operations, self.cache, self.settings)
         self._socket = bind(self.settings.host, self.settings.port)
         config = uvicorn.Config(
@@ -207,6 +212,25 @@ class AdminServer:
         # The socket listens already: a request that comes before uvicorn runs waits in its
         # backlog.
         self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]))
+
+    async def _load(self, patience: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + patience
+        delay = 0.2
+        while True:
+            try:
+                await self.cache.start()
+                return
+            except Unavailable as error:
+                if loop.time() + delay >= deadline:
+                    raise
+                log.warning(
+                    "the store does not answer (%s): loading the cache again in %.1f s",
+                    error,
+                    delay,
+                )
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, 2.0)
 
     async def stop(self) -> None:
         if self._server is not None and self._task is not None:

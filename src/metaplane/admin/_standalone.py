@@ -115,7 +115,8 @@ async def serve(
             with spinner(f"starting {brokers} brokers"):
                 for index in range(brokers):
                     await cluster.start_node(1 + index, index_base + index)
-            await admin.start()
+            with spinner("loading the admin server's cache"):
+                await admin.start()
             log.debug("heap frozen after the caches' load: %d objects", freeze_heap())
             announce(url, brokers, folder, index_base, admin)
             await show(store, stop)
