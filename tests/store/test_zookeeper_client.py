@@ -419,3 +419,15 @@ async def test_a_deleted_keys_znode_and_parents_are_removed(
         2,
         revision,
     )
+
+
+async def test_a_store_closing_removes_what_its_deletes_left(
+    store_url: str, other: MetadataStore
+) -> None:
+    """A store closed right after a delete (before its sweep is due) removes the key's
+    znode and the parents only it needed as it closes."""
+    async with await connect_store(store_url) as closing:
+        await closing.put("/closing/a/b", b"1")
+        assert await closing.delete("/closing/a/b") is not None
+    zother = zookeeper(other)
+    assert await zother._exists(zother._path("/closing")) is None

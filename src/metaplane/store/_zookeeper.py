@@ -911,9 +911,10 @@ class ZooKeeperStore(MetadataStore):
         else:
             reply = await self._on_lease_session(ops, client)
         error = _multi_error(reply)
-        first = reply.value[0] if isinstance(reply.value, list) and reply.value else None
-        if isinstance(first, BadVersionError) and ops[0].path == self._root:
-            self._removals = None  # the removal count it was planned on is stale
+        if isinstance(error, BadVersionError) and isinstance(reply.value, list):
+            failed = next(i for i, result in enumerate(reply.value) if result is error)
+            if ops[failed].path == self._root:
+                self._removals = None  # the removal count it was planned on is stale
         if isinstance(error, BadVersionError | NoNodeError | NodeExistsError | NotEmptyError):
             for key in written or ():
                 self._known.pop(key, None)
@@ -966,7 +967,11 @@ class ZooKeeperStore(MetadataStore):
             keys = list(itertools.islice(self._tombstones, _SWEEP_BATCH))
             for key in keys:
                 del self._tombstones[key]
-            await self._sweep(keys)
+            try:
+                await self._sweep(keys)
+            except asyncio.CancelledError:  # (the store closing: its last sweep takes them)
+                self._tombstones.update(dict.fromkeys(keys))
+                raise
 
     async def _sweep(self, keys: list[str]) -> None:
         """One multi removing what of `keys` is still a tombstone, counted as a removal:
@@ -1176,14 +1181,14 @@ class ZooKeeperStore(MetadataStore):
             return
         for follower in list(self._followers):
             follower.fail(None)
-        if self._tombstones and self._watching:  # a last sweep, if the server answers at once
-            with contextlib.suppress(MetadataError, TimeoutError):
-                async with asyncio.timeout(_SWEEP_ON_CLOSE):
-                    await self._sweep_pending()
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
+        if self._tombstones and self._watching:  # a last sweep, if the server answers at once
+            with contextlib.suppress(MetadataError, TimeoutError):
+                async with asyncio.timeout(_SWEEP_ON_CLOSE):
+                    await self._sweep_pending()
         sessions = list(self._leases.values())
         self._leases.clear()
         self._closed = True
