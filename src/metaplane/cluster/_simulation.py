@@ -47,6 +47,10 @@ class _Log:
     uploaded_to: int  # the first offset not yet in a storage object
     owned: Condition  # the fence of what the broker writes about the topic while serving
     subscriptions: list[str] = field(default_factory=list)
+    unloading: bool = False  # publishing has stopped: the last upload is the unload's
+    uploading: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """One upload of the log at a time: the unload's waits for one in flight, then uploads
+    what is left after it."""
 
 
 class SimulatedTopics:
@@ -89,15 +93,18 @@ class SimulatedTopics:
 
     async def unload(self, topic: TopicName, fence: Condition) -> int:
         """Stop publishing, upload what is not in storage yet under `fence`, and return the
-        last offset published. A store away raises (the broker tries again); a fence that
-        no longer holds leaves the rest unuploaded (the hand-over is abandoned anyway)."""
+        last offset published: the last one stored. A store away raises (the broker tries
+        again); a fence that no longer holds leaves the rest unstored, and those messages
+        unpublished (never acknowledged: their producers would have been told they failed;
+        the hand-over is abandoned anyway)."""
         log_ = self.logs.get(topic)
         if log_ is None:
             return -1
-        log_.owned = fence  # no more publishing happens: this is the last upload
+        log_.unloading = True  # no more publishing: this is the last upload
+        log_.owned = fence
         await self._upload(topic, log_, fence, raising=True)
         del self.logs[topic]
-        return log_.next_offset - 1
+        return log_.uploaded_to - 1
 
     async def stop(self) -> None:
         await cancel_and_wait(self._task)
@@ -111,6 +118,8 @@ class SimulatedTopics:
             count = int(due)
             published += count
             for topic, log_ in list(self.logs.items()):
+                if log_.unloading:  # (also one unloaded while this loop awaited)
+                    continue
                 log_.next_offset += count
                 if log_.next_offset - log_.uploaded_to >= self.object_size:
                     await self._upload(topic, log_, log_.owned)
@@ -132,6 +141,12 @@ class SimulatedTopics:
     ) -> None:
         """Record the storage object of what was published since the last one, under
         `fence` (owning the topic, or handing it over)."""
+        async with log_.uploading:
+            await self._upload_next(topic, log_, fence, raising)
+
+    async def _upload_next(
+        self, topic: TopicName, log_: _Log, fence: Condition, raising: bool
+    ) -> None:
         start, end = log_.uploaded_to, log_.next_offset - 1
         if end < start:
             return
