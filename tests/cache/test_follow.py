@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 
-from metaplane.cache import LocalCache
+import pytest
+
+from metaplane.cache import CacheTimeout, LocalCache
 from metaplane.store import MetadataStore, Put
 from metaplane.testing import FaultyStore
 from tests.cache.test_cache import random_writes, store_view
@@ -115,3 +117,27 @@ async def test_thousands_of_prefixes_at_once(store: MetadataStore) -> None:
         assert entry is not None and entry.value == b"w"
         await cache.unfollow(topics[:1000])
         assert len(cache) == 1000
+
+
+async def test_a_follow_the_store_does_not_answer_in_time_is_a_cache_timeout(
+    store: MetadataStore,
+) -> None:
+    """The read of a prefix being followed hangs: past its timeout `follow` raises
+    `CacheTimeout`, a `MetadataError` (a broker retries the step, and says so in one line)
+    and a `TimeoutError`; the cache goes on serving what it held, without the prefix."""
+    faulty = FaultyStore(store)
+    await store.put("/c/a/0", b"1")
+    await store.put("/c/b/0", b"1")
+    async with LocalCache(faulty, ["/c/a"]) as cache:
+        held = faulty.hang("list", "/c/b")
+        with pytest.raises(CacheTimeout, match=r"/c/b not followed within 0\.5 s"):
+            await cache.follow(["/c/b"], timeout=0.5)
+        assert cache.prefixes == ("/c/a",)
+        faulty.remove(held)
+        changed = await store.put("/c/a/0", b"2")
+        await cache.wait_for(changed, timeout=10)
+        found = cache.get("/c/a/0")
+        assert found is not None and found.value == b"2"
+        revision = await cache.follow(["/c/b"], timeout=30)  # and again, answered
+        await cache.wait_for(revision, timeout=10)
+        assert [entry.key for entry in cache.list("/c/b")] == ["/c/b/0"]

@@ -294,24 +294,38 @@ class LocalCache:
         revision returned (`await wait_for(it)` to read them from the cache). Changes under
         them that the cache applies before their read is in are kept and laid over it.
         Prefixes under one served already are left as they are. Waits out a watch being
-        re-made (a broken stream), for `timeout` seconds."""
+        re-made (a broken stream), for `timeout` seconds: `CacheTimeout` past them (the
+        prefixes not followed; the cache goes on as it was)."""
         wanted = _covering(check_prefix(prefix) for prefix in prefixes) if prefixes else ()
-        async with asyncio.timeout(timeout):
-            while True:
-                async with self._changing:
-                    new = self._not_held(wanted)
-                    if not new:
-                        return self._applied
-                    watch = self._watch
-                    if watch is not None and self._state is CacheState.SYNCED:
-                        try:
-                            return await self._follow_on(watch, new)
-                        except MetadataError as error:
-                            log.warning(
-                                "cache %s: follow failed (%s); again", self._ancestor, error
-                            )
-                await self.wait_state(CacheState.SYNCED)
-                await asyncio.sleep(0.05)
+        deadline = asyncio.timeout(timeout)
+        try:
+            async with deadline:
+                return await self._follow_until_done(wanted)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            shown = ", ".join(wanted[:3]) + (
+                f" and {len(wanted) - 3} more" if len(wanted) > 3 else ""
+            )
+            raise CacheTimeout(
+                f"cache {self._ancestor}: {shown} not followed within {timeout} s (the store "
+                "is away, or slow); the cache serves what it held"
+            ) from None
+
+    async def _follow_until_done(self, wanted: Iterable[str]) -> int:
+        while True:
+            async with self._changing:
+                new = self._not_held(wanted)
+                if not new:
+                    return self._applied
+                watch = self._watch
+                if watch is not None and self._state is CacheState.SYNCED:
+                    try:
+                        return await self._follow_on(watch, new)
+                    except MetadataError as error:
+                        log.warning("cache %s: follow failed (%s); again", self._ancestor, error)
+            await self.wait_state(CacheState.SYNCED)
+            await asyncio.sleep(0.05)
 
     async def _follow_on(self, watch: PrefixWatch, prefixes: builtins.list[str]) -> int:
         """Add `prefixes` to the watch and read them; served once the cache passes the
