@@ -390,11 +390,12 @@ async def test_a_remembered_put_is_not_fooled_by_a_key_made_again(
 
 
 async def test_a_deleted_keys_znode_and_parents_are_removed(
-    store: MetadataStore, other: MetadataStore
+    store: MetadataStore, other: MetadataStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A delete leaves the key's znode keyless (its data version goes on, so checks of it
     stay exact); soon after, the store removes it with the parents only it needed, in a
     multi counted as a removal, which the other store's next write from memory checks."""
+    monkeypatch.setattr(zk, "_SWEEP_DELAY", 0.2)
     zstore, zother = zookeeper(store), zookeeper(other)
     await store.put("/gone/a/b", b"1")
     await store.put("/gone/kept", b"1")
@@ -410,7 +411,8 @@ async def test_a_deleted_keys_znode_and_parents_are_removed(
         await asyncio.sleep(0.05)
     assert await zstore._exists(zstore._path("/gone")) is not None
     assert (await store.list("/gone")).keys() == ["/gone/kept"]
-    # The removal counted: a write from memory planned before it is refused, then read.
+    # The removal counted: a write from memory with the count before it is refused.
+    zother._removals = None  # (as if its notification had not come yet)
     assert await zother._set(Put(KEY, b"2"), known) == 0
     revision = await other.put(KEY, b"2")
     found = await store.get(KEY)
@@ -431,3 +433,19 @@ async def test_a_store_closing_removes_what_its_deletes_left(
         assert await closing.delete("/closing/a/b") is not None
     zother = zookeeper(other)
     assert await zother._exists(zother._path("/closing")) is None
+
+
+async def test_many_deleted_keys_are_swept_in_few_multis(store: MetadataStore) -> None:
+    """300 keys deleted at once (more than a transaction's 128 operations): their znodes
+    and their parent are all removed, each sweep a multi of many."""
+    zstore = zookeeper(store)
+    keys = [f"/many/{i:03d}" for i in range(300)]
+    for start in range(0, len(keys), 100):
+        await store.txn([], [Put(key, b"1") for key in keys[start : start + 100]], [])
+    before = (await zstore._chroot()).version
+    await asyncio.gather(*(store.delete(key) for key in keys))
+    assert (await store.list("/many")).keys() == []
+    await zstore._sweep_pending()
+    assert not zstore._tombstones
+    assert await zstore._exists(zstore._path("/many")) is None
+    assert (await zstore._chroot()).version - before == 1  # one multi removed them all

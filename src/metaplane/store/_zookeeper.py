@@ -261,6 +261,7 @@ class ZooKeeperStore(MetadataStore):
         self._tombstones: dict[str, None] = {}
         """Keys this store deleted whose znodes are left to remove (`_sweep`)."""
         self._sweeper: asyncio.Task[None] | None = None
+        self._closing = False
         self._closed = False
         wire.on_notification(self._client, self._notified)
         self._client.add_listener(self._state_changed)
@@ -575,17 +576,22 @@ class ZooKeeperStore(MetadataStore):
         """A plain put of a key this store knows as it is (`_Known`): one multi of a check
         of the chroot's removal count and a setData on the znode's data version, which only
         that znode in that state takes (one removed and made again since counted a removal).
-        0 when the znode moved on meanwhile: the caller reads and writes as a transaction."""
+        0 when the znode moved on meanwhile: the caller reads and writes as a transaction.
+
+        The count checked is the store's, when it knows one: learned in the order of the
+        stream, and neither it nor the key notified since, both hold as of the same point
+        (the key's own count would fail the put after any removal anywhere since)."""
         data = wire.encode(op.value, known.offset, known.created)
+        removals = self._removals if self._removals is not None else known.removals
         ops = [
-            CheckVersion(self._root, known.removals),
+            CheckVersion(self._root, removals),
             SetData(self._path(op.key), data, known.version),
         ]
 
         def written(reply: wire.Reply) -> None:
             if reply.error is None and not _failed(reply.value):
                 version = reply.value[1].version
-                self._remember(op.key, _Known(version, known.offset, known.created, known.removals))
+                self._remember(op.key, _Known(version, known.offset, known.created, removals))
 
         reply = await self._request(Transaction(ops), then=written)
         error = _multi_error(reply)
@@ -620,7 +626,7 @@ class ZooKeeperStore(MetadataStore):
         """Read, evaluate the compares, plan the branch as one multi and commit it; `_Stale`
         when what was read changed before the multi (or, read-only, during the reads)."""
         read_at = self._seen
-        plan = await self._plan(txn)
+        plan = await self._plan(txn.compares, (*txn.on_success, *txn.on_failure))
         succeeded = all(_holds(plan, compare) for compare in txn.compares)
         branch = txn.on_success if succeeded else txn.on_failure
         lease = self._lease_for(branch, plan)
@@ -645,12 +651,15 @@ class ZooKeeperStore(MetadataStore):
             self._tombstoned(plan.tombstoned)
         return TxnResult(succeeded, zxid, tuple(_at(r, zxid) for r in results))
 
-    async def _plan(self, txn: Txn) -> _Plan:
+    async def _plan(self, compares: Iterable[Any], ops: Iterable[Any]) -> _Plan:
+        """Read what `compares` and `ops` look at (a transaction's compares and both its
+        branches), as of one removal count learned before."""
+        compares, ops = tuple(compares), tuple(ops)
         keys: set[str] = set()
         prefixes: set[str] = set()
-        for compare in txn.compares:
+        for compare in compares:
             (prefixes if compare.whole_prefix else keys).add(compare.key)
-        for op in (*txn.on_success, *txn.on_failure):
+        for op in ops:
             if isinstance(op, List | DeletePrefix):
                 prefixes.add(op.prefix)
             else:
@@ -658,8 +667,8 @@ class ZooKeeperStore(MetadataStore):
         # The parents of a key are read only when they matter: for a delete (the parents
         # only it needed go with it), a prefix, or a key whose znode is missing (to create
         # them, or to pin its absence); a key compared absent is probably missing.
-        wide = {op.key for op in (*txn.on_success, *txn.on_failure) if isinstance(op, Delete)}
-        wide.update(c.key for c in txn.compares if not c.whole_prefix and c.holds(None))
+        wide = {op.key for op in ops if isinstance(op, Delete)}
+        wide.update(c.key for c in compares if not c.whole_prefix and c.holds(None))
         wide.update(p for p in prefixes if p != ROOT)
         for key in list(wide):
             keys.update(_ancestors(key))
@@ -685,8 +694,8 @@ class ZooKeeperStore(MetadataStore):
         # A key missing down to its top segment: only the chroot's pzxid says since when.
         bare = any(node is None and nodes.get(_top(key)) is None for key, node in nodes.items())
         chroot = await self._exists(self._root) if bare else None
-        looked_at = {compare.key for compare in txn.compares if not compare.whole_prefix} | {
-            op.key for op in (*txn.on_success, *txn.on_failure) if isinstance(op, Get)
+        looked_at = {compare.key for compare in compares if not compare.whole_prefix} | {
+            op.key for op in ops if isinstance(op, Get)
         }
         single = 0
         if not prefixes and len(looked_at) == 1:
@@ -950,26 +959,33 @@ class ZooKeeperStore(MetadataStore):
     def _tombstoned(self, keys: Iterable[str]) -> None:
         """Keys whose znodes a committed delete left keyless: removed in `_SWEEP_DELAY`."""
         self._tombstones.update(dict.fromkeys(keys))
-        if not self._closed and (self._sweeper is None or self._sweeper.done()):
+        if not self._closing and (self._sweeper is None or self._sweeper.done()):
             self._sweeper = self._loop.create_task(self._sweep_later())
 
     async def _sweep_later(self) -> None:
-        await asyncio.sleep(_SWEEP_DELAY)
-        try:
-            await self._sweep_pending()
-        except MetadataError as error:  # left for an empty-prefix compare or a prefix delete
-            log.info("%s: the znodes of deleted keys not removed: %s", self.url, error)
+        """Sweep what is pending every `_SWEEP_DELAY` seconds while there is some; after a
+        failure (the store away) the keys stay pending and the wait doubles, up to 60 s."""
+        delay = _SWEEP_DELAY
+        while self._tombstones and not self._closing:
+            await asyncio.sleep(delay)
+            try:
+                await self._sweep_pending()
+                delay = _SWEEP_DELAY
+            except Exception as error:  # a background task: said, and tried again
+                log.info("%s: the znodes of deleted keys not removed yet: %r", self.url, error)
+                delay = min(2 * delay, 60.0)
 
     async def _sweep_pending(self) -> None:
         """Remove the znodes of the keys this store deleted (where still keyless and
-        childless), with the parents only they needed, `_SWEEP_BATCH` keys a multi."""
+        childless), with the parents only they needed, `_SWEEP_BATCH` keys a multi; keys
+        whose sweep failed (raised) stay pending."""
         while self._tombstones and not self._closed:
             keys = list(itertools.islice(self._tombstones, _SWEEP_BATCH))
             for key in keys:
                 del self._tombstones[key]
             try:
                 await self._sweep(keys)
-            except asyncio.CancelledError:  # (the store closing: its last sweep takes them)
+            except BaseException:
                 self._tombstones.update(dict.fromkeys(keys))
                 raise
 
@@ -978,7 +994,7 @@ class ZooKeeperStore(MetadataStore):
         a multi planned before it, whose checks a znode made again could fool, fails on the
         removal count and reads again."""
         for attempt in range(_ATTEMPTS):
-            plan = await self._plan(Txn((), tuple(Delete(key) for key in keys), ()))
+            plan = await self._plan((), [Delete(key) for key in keys])
             ops: list[Any] = []
             for key in sorted(keys, reverse=True):
                 for znode_key in (key, *_ancestors(key)):
@@ -1179,6 +1195,7 @@ class ZooKeeperStore(MetadataStore):
     async def _close(self) -> None:
         if self._closed:
             return
+        self._closing = True
         for follower in list(self._followers):
             follower.fail(None)
         if self._sweeper is not None:
@@ -1196,9 +1213,10 @@ class ZooKeeperStore(MetadataStore):
         await asyncio.to_thread(_stop, self._client)
 
 
-_SWEEP_DELAY = 1.0
+_SWEEP_DELAY = 5.0
 """Seconds a deleted key's znode is left before it is removed: the removals of that time
-go in one multi, and each such multi fails the multis planned before it once."""
+go in few multis, and each such multi fails every multi planned before it once (a store
+that deletes keys all the time counts a removal every 5 s, not one a delete)."""
 _SWEEP_BATCH = 500
 """Deleted keys whose znodes one multi removes at most (with the parents only they needed;
 halved while the multi is past the bounds)."""
