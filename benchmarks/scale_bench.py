@@ -229,7 +229,7 @@ async def reads(
                 f" peak {peaks[-1]} MB)"
             )
     snap.extra["peak_mb"] = peaks
-    memory = Row("reads", size, backend, "snapshot peak memory (MB)", "500 MB", target=1.0)
+    memory = Row("reads", size, backend, "snapshot peak memory", "500 MB", target=1.0, unit="MB")
     memory.ours = [float(p) for p in peaks]
     memory.ratios = [p / 500 for p in peaks]
     return [cache, snap, memory]
