@@ -17,7 +17,16 @@ from kazoo.exceptions import NoNodeError
 from kazoo.protocol.serialization import GetData
 from kazoo.protocol.states import KazooState
 
-from metaplane.store import Compare, Entry, Get, MetadataStore, Put, connect_store
+from metaplane.store import (
+    Compare,
+    Entry,
+    Get,
+    MetadataStore,
+    Put,
+    TxnResult,
+    Unavailable,
+    connect_store,
+)
 from metaplane.store import _zookeeper as zk
 from metaplane.store import _zookeeper_watch as zkw
 from metaplane.store import _zookeeper_wire as wire
@@ -256,6 +265,28 @@ async def test_a_key_deleted_before_a_watch_from_now_first_read_is_a_delete(
         await watch.aclose()
 
 
+async def held_at_its_multi(
+    store: MetadataStore, monkeypatch: pytest.MonkeyPatch, compare: Compare
+) -> tuple[asyncio.Task[TxnResult], asyncio.Event]:
+    """A fenced transaction (`compare`, then a put of /fence/write) started and held
+    between its reads and its multi: its task, and the event that lets the multi go."""
+    zstore = zookeeper(store)
+    gate, reached = asyncio.Event(), asyncio.Event()
+    commit = zstore._commit
+
+    async def held(*args: Any, **kwargs: Any) -> int:
+        if not gate.is_set():
+            reached.set()
+            await gate.wait()
+        return await commit(*args, **kwargs)
+
+    monkeypatch.setattr(zstore, "_commit", held)
+    fenced = asyncio.create_task(store.txn([compare], [Put("/fence/write", b"fenced")], []))
+    async with asyncio.timeout(10):
+        await reached.wait()
+    return fenced, gate
+
+
 async def deleted_and_put(store: MetadataStore, key: str) -> None:
     await store.delete(key)
     await store.put(key, b"b1")
@@ -303,26 +334,8 @@ async def test_a_compare_is_not_fooled_by_a_key_made_again(
     as the new one is). The compare must not pass on the new key. Driven: the first multi
     waits until the key has been made again."""
     written = await store.put("/fence/owner", b"b1")
-    zstore = zookeeper(store)
-    gate, reached = asyncio.Event(), asyncio.Event()
-    commit = zstore._commit
-
-    async def held(*args: Any, **kwargs: Any) -> int:
-        if not gate.is_set():
-            reached.set()
-            await gate.wait()
-        return await commit(*args, **kwargs)
-
-    monkeypatch.setattr(zstore, "_commit", held)
-    fenced = asyncio.create_task(
-        store.txn(
-            [getattr(Compare, compare)("/fence/owner", "==", written)],
-            [Put("/fence/write", b"from the fenced owner")],
-            [],
-        )
-    )
-    async with asyncio.timeout(10):
-        await reached.wait()
+    compared = getattr(Compare, compare)("/fence/owner", "==", written)
+    fenced, gate = await held_at_its_multi(store, monkeypatch, compared)
     await made_again(other, "/fence/owner")
     again = await other.get("/fence/owner")
     assert again is not None and getattr(again, compare) > written
@@ -340,26 +353,8 @@ async def test_a_compare_on_a_leased_key_is_not_fooled_by_a_new_lease(
     version 0 as it was read. The compare on its create_revision must not pass."""
     first = await other.grant(30)
     written = await other.put("/fence/leader", b"b1", lease=first.id)
-    zstore = zookeeper(store)
-    gate, reached = asyncio.Event(), asyncio.Event()
-    commit = zstore._commit
-
-    async def held(*args: Any, **kwargs: Any) -> int:
-        if not gate.is_set():
-            reached.set()
-            await gate.wait()
-        return await commit(*args, **kwargs)
-
-    monkeypatch.setattr(zstore, "_commit", held)
-    fenced = asyncio.create_task(
-        store.txn(
-            [Compare.create_revision("/fence/leader", "==", written)],
-            [Put("/fence/write", b"from the old leader's follower")],
-            [],
-        )
-    )
-    async with asyncio.timeout(10):
-        await reached.wait()
+    compared = Compare.create_revision("/fence/leader", "==", written)
+    fenced, gate = await held_at_its_multi(store, monkeypatch, compared)
     await other.revoke(first.id)
     second = await other.grant(30)
     again = await other.put("/fence/leader", b"b1", lease=second.id)
@@ -449,3 +444,29 @@ async def test_many_deleted_keys_are_swept_in_few_multis(store: MetadataStore) -
     assert not zstore._tombstones
     assert await zstore._exists(zstore._path("/many")) is None
     assert (await zstore._chroot()).version - before == 1  # one multi removed them all
+
+
+async def test_a_sweep_that_fails_keeps_its_keys_for_the_next(
+    store: MetadataStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One transient error at the sweep's multi (the store away for a moment): the sweep
+    raises, its keys stay pending, and the next sweep removes their znodes."""
+    zstore = zookeeper(store)
+    await store.put("/swept/a", b"1")
+    await store.delete("/swept/a")
+    commit = zstore._commit
+    failures = iter([Unavailable("injected: the store away for a moment")])
+
+    async def once(*args: Any, **kwargs: Any) -> int:
+        if (error := next(failures, None)) is not None:
+            raise error
+        return await commit(*args, **kwargs)
+
+    monkeypatch.setattr(zstore, "_commit", once)
+    with pytest.raises(Unavailable, match="injected"):
+        await zstore._sweep_pending()
+    assert list(zstore._tombstones) == ["/swept/a"]
+    assert await zstore._exists(zstore._path("/swept/a")) is not None
+    await zstore._sweep_pending()
+    assert not zstore._tombstones
+    assert await zstore._exists(zstore._path("/swept")) is None
