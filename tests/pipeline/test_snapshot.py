@@ -187,6 +187,31 @@ def test_a_snapshot_goes_only_into_a_new_folder(tmp_path: Path) -> None:
         SnapshotWriter(tmp_path / "taken", revision=1, source="test")
 
 
+def test_rows_keep_their_order_across_row_groups_and_files(tmp_path: Path) -> None:
+    # Rows added one by one and as pages, cut into row groups of 3 and files of 6: every
+    # row once, in the order added, each file's groups full but the last.
+    entries = [Entry(f"/k/{i:02d}", bytes([i]), i + 1, i + 1, i + 2, i % 3) for i in range(17)]
+    with SnapshotWriter(
+        tmp_path / "s", revision=40, source="test", rows_per_group=3, rows_per_file=6
+    ) as writer:
+        writer.add_entries(entries[:2])
+        for entry in entries[2:4]:
+            writer.add(entry.key, entry.value, entry.create_revision, entry.mod_revision,
+                       entry.version, entry.lease)  # fmt: skip
+        writer.add_entries(entries[4:11])
+        writer.add_entries([])
+        writer.add_entries(entries[11:])
+        snapshot = writer.close()
+    assert rows_of(snapshot) == [as_row(entry, 40) for entry in entries]
+    assert snapshot.keys == 17
+    groups = [
+        [pq.ParquetFile(path).metadata.row_group(i).num_rows for i in range(n)]
+        for path in snapshot.paths
+        for n in [pq.ParquetFile(path).metadata.num_row_groups]
+    ]
+    assert groups == [[3, 3], [3, 3], [3, 2]]
+
+
 def _interrupted_write(folder: Path) -> None:
     with SnapshotWriter(folder, revision=1, source="test") as writer:
         writer.add("/a", b"1", 1, 1, 1)

@@ -14,6 +14,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from metaplane.admin._console import Output, OutputFormat, console, errors, fail, print_json
+from metaplane.admin._heap import freeze_heap
 from metaplane.admin._operations import Operations
 from metaplane.admin._runner import execute
 from metaplane.admin._snapshot import counting, guarded
@@ -110,6 +111,8 @@ def analyze(
 
 def _export(store: str, folder: Path) -> Path:
     from metaplane.pipeline import export_snapshot
+
+    freeze_heap()
 
     async def export_all(ops: Operations) -> Snapshot:
         with counting(f"snapshot of {ops.store.url}") as progress:

@@ -20,9 +20,10 @@ from metaplane.admin._console import (
     interrupted,
     usage,
 )
+from metaplane.admin._heap import freeze_heap
 from metaplane.admin._progress import spinner
 from metaplane.admin._runner import check_store
-from metaplane.admin._server import AdminServer, ServerSettings, freeze_heap
+from metaplane.admin._server import AdminServer, ServerSettings
 from metaplane.store import MetadataError, open_store
 
 log = logging.getLogger(__name__)

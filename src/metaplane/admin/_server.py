@@ -11,7 +11,6 @@ document comes from the same types.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import socket
 from collections.abc import Generator
@@ -240,20 +239,6 @@ class AdminServer:
             self._socket.close()
         await self.operations.aclose()
         await self.cache.aclose()
-
-
-def freeze_heap() -> int:
-    """Collect once, then leave what survived out of every later collection (`gc.freeze`);
-    the number of objects frozen.
-
-    For a process that owns its heap (`metaplane serve`, `standalone`), once its cache is
-    loaded: a full collection walks every object the cache holds (about 240,000 for 10,000
-    topics: 90–150 ms on the 2-core test machine, and ten times that at 100,000 topics),
-    and whichever request it falls on waits for it. Objects made later are collected as
-    before; a cycle among the frozen ones is never collected (the cache makes none)."""
-    gc.collect()
-    gc.freeze()
-    return gc.get_freeze_count()
 
 
 def bind(host: str, port: int) -> socket.socket:

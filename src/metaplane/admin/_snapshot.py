@@ -23,6 +23,7 @@ from metaplane.admin._console import (
     fail,
     print_json,
 )
+from metaplane.admin._heap import freeze_heap
 from metaplane.admin._operations import Operations
 from metaplane.admin._runner import execute
 from metaplane.store import MetadataError
@@ -92,6 +93,8 @@ def export(
 ) -> None:
     """Every key of a live store, read at one pinned revision (writers may keep running)."""
     from metaplane.pipeline import export_snapshot
+
+    freeze_heap()
 
     async def export_all(ops: Operations) -> Snapshot:
         with counting(f"reading {ops.store.url}") as progress:

@@ -25,9 +25,10 @@ from metaplane.admin._console import (
     fail,
     interrupted,
 )
+from metaplane.admin._heap import freeze_heap
 from metaplane.admin._progress import spinner
 from metaplane.admin._runner import check_store
-from metaplane.admin._server import AdminServer, ServerSettings, freeze_heap
+from metaplane.admin._server import AdminServer, ServerSettings
 from metaplane.admin._workload import create_workload
 from metaplane.cluster import LocalCluster
 from metaplane.cluster._node import registration

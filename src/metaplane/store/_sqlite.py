@@ -15,6 +15,7 @@ import bisect
 import collections
 import contextlib
 import enum
+import itertools
 import logging
 import queue
 import random
@@ -596,7 +597,8 @@ class SqliteStore(LocalStore):
                 )
                 undo = undo_map((_change(row) for row in later), under_any(prefixes))
             rows = _stream(conn, prefixes, keys_only and not undo, page)
-            for listing in paged(rewound(rows, undo), revision, page, keys_only):
+            entries = rewound(rows, undo) if undo else rows
+            for listing in paged(entries, revision, page, keys_only and bool(undo)):
                 yield listing
         except sqlite3.Error as exc:
             raise _convert(exc) from exc
@@ -844,19 +846,25 @@ def _stream(
     conn: sqlite3.Connection, prefixes: Sequence[str], keys_only: bool, batch: int
 ) -> Iterator[Entry]:
     """The entries of `prefixes` (sorted, none covering another) in key order, fetched
-    `batch` rows at a time."""
+    `batch` rows at a time (entries built and chained in C: no Python step per row)."""
+    return itertools.chain.from_iterable(_fetched(conn, prefixes, keys_only, batch))
+
+
+def _fetched(
+    conn: sqlite3.Connection, prefixes: Sequence[str], keys_only: bool, batch: int
+) -> Iterator[list[Entry]]:
     columns = _KEY_COLUMNS if keys_only else _COLUMNS
     for prefix in prefixes:
         if prefix != ROOT:
             own = conn.execute(f"SELECT {columns} FROM kv WHERE key = ?", (prefix,)).fetchone()
             if own is not None:
-                yield Entry(*own)
+                yield [Entry(*own)]
         cursor = conn.execute(
             f"SELECT {columns} FROM kv WHERE key >= ? AND key < ? ORDER BY key",
             (children_prefix(prefix), prefix_end(prefix)),
         )
         while rows := cursor.fetchmany(batch):
-            yield from [Entry(*row) for row in rows]
+            yield list(itertools.starmap(Entry, rows))
 
 
 def _prepare(conn: sqlite3.Connection) -> None:
