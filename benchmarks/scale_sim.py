@@ -3,6 +3,7 @@ BrokerNode, LeaderElection and LoadManager, as tasks of this process, with hosts
 no traffic) placing and following them — what a large cluster's first minutes cost.
 
     .venv/bin/python benchmarks/scale_sim.py [--topics 100000] [--brokers 10] [--store sqlite]
+        [--create-in-flight 64]
 
 It reports (from the moment the ten brokers have joined): the time to create the topics (bulk
 transactions of the ownership layout) while the leader already places them, the time until
@@ -49,9 +50,11 @@ def topic_names(count: int) -> list[TopicName]:
     return [TopicName(f"ns{i % NAMESPACES}", f"t{i:07d}") for i in range(count)]
 
 
-async def create_topics(store: MetadataStore, topics: list[TopicName]) -> float:
+async def create_topics(
+    store: MetadataStore, topics: list[TopicName], in_flight: int = 64
+) -> float:
     """Every topic as `TopicManager.create` writes it (root, delivery, namespace entry, a
-    null marker), in bulk transactions; the seconds it took."""
+    null marker), in bulk transactions, `in_flight` at a time; the seconds it took."""
     started = time.perf_counter()
     for namespace in sorted({topic.namespace for topic in topics}):
         await NamespaceManager(store).create(namespace)
@@ -67,7 +70,7 @@ async def create_topics(store: MetadataStore, topics: list[TopicName]) -> float:
                 Put(layout.unassigned(topic), NULL),
             ]
         pending.append(asyncio.ensure_future(store.txn([], ops, [])))
-        if len(pending) >= 64:
+        if len(pending) >= in_flight:
             await asyncio.gather(*pending)
             pending = []
     await asyncio.gather(*pending)
@@ -127,7 +130,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         url = f"sqlite://{folder / 'store.db'}?synchronous=normal"
     store = await connect_store(url)
     topics = topic_names(args.topics)
-    result: dict[str, Any] = {"topics": args.topics, "brokers": args.brokers, "store": args.store}
+    result: dict[str, Any] = {
+        "topics": args.topics,
+        "brokers": args.brokers,
+        "store": args.store,
+        "create_in_flight": args.create_in_flight,
+    }
     try:
         config = LoadManagerConfig(ranking=Ranking.FAIR, idle_every=1.0, rebalance_every=3600)
         nodes = [
@@ -137,7 +145,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for node in nodes:
             await node.start()
         started = time.perf_counter()
-        result["create_s"] = await create_topics(store, topics)
+        result["create_s"] = await create_topics(store, topics, args.create_in_flight)
         ownership = OwnershipManager(store)
 
         async def assigned() -> bool:
@@ -186,6 +194,12 @@ def main() -> None:
     parser.add_argument("--brokers", type=int, default=10)
     parser.add_argument("--store", choices=("sqlite", "etcd"), default="sqlite")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument(
+        "--create-in-flight",
+        type=int,
+        default=64,
+        help="creation transactions sent at once (each 32 topics)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     asyncio.run(run(args))

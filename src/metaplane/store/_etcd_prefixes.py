@@ -333,7 +333,7 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
             wait = 0.0 if self._store.progress_in_order else SYNC_WAIT
             earliest = creation.revision if creation.earliest is None else creation.earliest
             self._syncing.append((creation.revision, loop.time() + wait, earliest))
-            self._holds[_SYNC] = min(revision for revision, _, _ in self._syncing)
+            self._hold_until_synced()
             if wait:
                 loop.call_later(wait, self._poke.set)
             self._poke.set()
@@ -352,6 +352,10 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
             return in_order or waited or notified == earliest
 
         self._syncing = [entry for entry in self._syncing if not proven(*entry)]
+        self._hold_until_synced()
+
+    def _hold_until_synced(self) -> None:
+        """Hold at the lowest revision of the creations not yet known synced, if any."""
         if self._syncing:
             self._holds[_SYNC] = min(revision for revision, _, _ in self._syncing)
         else:
