@@ -362,7 +362,8 @@ async def test_a_move_under_if_match_goes_through_the_one_guarded_move(api: Api)
 
 FROZEN_CACHE = """
 import asyncio, gc
-from metaplane.admin._server import AdminServer, ServerSettings, freeze_heap
+from metaplane.admin._heap import freeze_heap
+from metaplane.admin._server import AdminServer, ServerSettings
 from metaplane.store import MemoryStore, Put
 
 async def main():
