@@ -150,32 +150,43 @@ def test_prometheus_sees_the_cluster_change(prometheus: Prometheus, standalone: 
     # The unassigned count after a broker is killed: every broker is put in maintenance (a
     # custom state: they keep their topics and take none), so its topics stay waiting. The
     # victim is a broker that serves topics (eight topics over four brokers may leave one
-    # with none), chosen once the cluster is quiet: nothing waits and Prometheus has scraped
-    # what the store assigns it.
+    # with none), chosen once the cluster is quiet: for 2 s the same topics wait (a move
+    # begun before the last broker's maintenance may wait for good) and Prometheus shows
+    # the victim's count as the store assigns it and the waiting count as the store has it.
     assert prometheus.value("metaplane_unassigned_topics") == 0
     until(lambda: prometheus.value("metaplane_brokers_live") == live, f"{victim} back", 30)
     for broker in sorted(standalone.live):
         set_mode(standalone, broker, "maintenance")
-    chosen: list[tuple[int, int]] = []
+    seen: list[tuple[tuple[int, int, int], float]] = []
 
     def quiet() -> bool:
         status = httpx.get(standalone.dashboard + "admin/v2/status", timeout=10).json()
-        serving = {
-            b["broker_id"]: b["topics_owned"]
-            for b in status["brokers"]
-            if b["live"] and b["broker_id"] in standalone.live and b["topics_owned"] > 0
-        }
-        if status["unassigned"] or not serving:
+        waiting = len(status["unassigned"])
+        if prometheus.value("metaplane_unassigned_topics") != waiting:
             return False
-        broker, count = max(serving.items(), key=lambda item: (item[1], -item[0]))
-        owned = f'metaplane_broker_topics_owned{{instance="{address(standalone.metrics[broker])}"}}'
-        chosen[:] = [(broker, count)]
-        return prometheus.value(owned) == count
+        serving = sorted(
+            ((b["topics_owned"], b["broker_id"]) for b in status["brokers"]
+             if b["live"] and b["broker_id"] in standalone.live and b["topics_owned"] > 0),
+            reverse=True,
+        )  # fmt: skip
+        for count, broker in serving:
+            scraped = address(standalone.metrics[broker])
+            if prometheus.value(f'metaplane_broker_topics_owned{{instance="{scraped}"}}') == count:
+                now = (broker, count, waiting)
+                if seen and seen[0][0] == now:
+                    return time.monotonic() - seen[0][1] >= 2
+                seen[:] = [(now, time.monotonic())]
+                return False
+        return False
 
-    until(quiet, "a quiet cluster with a broker serving topics", 30)
-    [(doomed, stranded)] = chosen
+    until(quiet, "a quiet cluster with a broker serving topics", 60)
+    [((doomed, stranded, waiting), _)] = seen
     standalone.kill(doomed)
-    until(lambda: prometheus.value("metaplane_unassigned_topics") == stranded, "unassigned", 60)
+    until(
+        lambda: prometheus.value("metaplane_unassigned_topics") == waiting + stranded,
+        f"unassigned: {waiting} waiting and broker {doomed}'s {stranded}",
+        60,
+    )
     until(lambda: prometheus.value("metaplane_brokers_live") == live - 1, "one broker less", 30)
     for broker in sorted(standalone.live):
         set_mode(standalone, broker, "active")

@@ -212,6 +212,16 @@ def test_rows_keep_their_order_across_row_groups_and_files(tmp_path: Path) -> No
     assert groups == [[3, 3], [3, 3], [3, 2]]
 
 
+@pytest.mark.parametrize("sizes", [(0, 6), (3, 0), (-1, 6)])
+def test_row_groups_and_files_hold_a_row_at_least(tmp_path: Path, sizes: tuple[int, int]) -> None:
+    group, file = sizes
+    with pytest.raises(SnapshotError, match="at least 1"):
+        SnapshotWriter(
+            tmp_path / "s", revision=1, source="test", rows_per_group=group, rows_per_file=file
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
 def _interrupted_write(folder: Path) -> None:
     with SnapshotWriter(folder, revision=1, source="test") as writer:
         writer.add("/a", b"1", 1, 1, 1)

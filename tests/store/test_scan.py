@@ -94,6 +94,36 @@ async def test_prefixes_respect_segments(store: MetadataStore) -> None:
     assert got == ["/s/t1", "/s/t1/a"]
 
 
+STRING_PREFIXES = ["/a", "/a-b", "/a.c"]
+"""Prefixes each of which is a string prefix of the next: `-` and `.` sort before `/`, so
+`/a`'s children come after `/a-b` and `/a.c` and all their keys."""
+STRING_PREFIX_KEYS = ["/a", "/a/x", "/a/y/z", "/a-b", "/a-b/y", "/a.c/q", "/a0", "/a-"]
+
+
+async def test_prefixes_that_extend_each_other_as_strings_stay_in_key_order(
+    store: MetadataStore,
+) -> None:
+    await fill(store, STRING_PREFIX_KEYS)
+    got = [e.key for page in await scanned(store, STRING_PREFIXES, page=2) for e in page]
+    assert got == ["/a", "/a-b", "/a-b/y", "/a.c/q", "/a/x", "/a/y/z"]
+
+
+@pytest.mark.backends("memory", "sqlite", "etcd", reason=zk_subsets.HISTORY)
+async def test_a_pinned_scan_of_such_prefixes_rewinds_each_key_once(store: MetadataStore) -> None:
+    pinned = await fill(store, STRING_PREFIX_KEYS)
+    await store.put("/a/x", b"changed")
+    await store.delete("/a-b")
+    await store.put("/a-b/new", b"made after the pin")
+    await store.put("/a.c/a", b"made after the pin")
+    got = [
+        (e.key, e.value)
+        for page in await scanned(store, STRING_PREFIXES, revision=pinned, page=2)
+        for e in page
+    ]
+    expected = ["/a", "/a-b", "/a-b/y", "/a.c/q", "/a/x", "/a/y/z"]
+    assert got == [(key, key.encode()) for key in expected]
+
+
 async def test_keys_only_drops_values(store: MetadataStore) -> None:
     await fill(store, layout_keys(20))
     pages = await scanned(store, "/topics", keys_only=True, page=9)

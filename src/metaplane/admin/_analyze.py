@@ -14,7 +14,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from metaplane.admin._console import Output, OutputFormat, console, errors, fail, print_json
-from metaplane.admin._heap import freeze_heap
+from metaplane.admin._heap import heap_frozen
 from metaplane.admin._operations import Operations
 from metaplane.admin._runner import execute
 from metaplane.admin._snapshot import counting, guarded
@@ -112,10 +112,8 @@ def analyze(
 def _export(store: str, folder: Path) -> Path:
     from metaplane.pipeline import export_snapshot
 
-    freeze_heap()
-
     async def export_all(ops: Operations) -> Snapshot:
-        with counting(f"snapshot of {ops.store.url}") as progress:
+        with counting(f"snapshot of {ops.store.url}") as progress, heap_frozen():
             return await export_snapshot(ops.store, folder, progress=progress)
 
     return execute(store, export_all).folder

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
+from collections.abc import Iterator
 
 
 def freeze_heap() -> int:
@@ -10,7 +12,7 @@ def freeze_heap() -> int:
     the number of objects frozen.
 
     For a process that owns its heap: `metaplane serve` and `standalone` once their cache
-    is loaded, a snapshot export once its modules are imported. A full collection walks
+    is loaded, a snapshot export while it reads (`heap_frozen`). A full collection walks
     every object that lives: the cache's (about 240,000 for 10,000 topics: 90–150 ms on the
     2-core test machine, and ten times that at 100,000 topics), or the hundred thousand
     objects of the modules a command imports (pyspark, pyarrow), which an export of a
@@ -20,3 +22,16 @@ def freeze_heap() -> int:
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
+
+
+@contextlib.contextmanager
+def heap_frozen() -> Iterator[None]:
+    """The heap frozen (`freeze_heap`) for the span of a bulk read — a snapshot export, once
+    its modules are imported and its store is open — and given back to the collector after:
+    a command run inside another process (a test's `CliRunner`) leaves that process's heap
+    as it found it."""
+    freeze_heap()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

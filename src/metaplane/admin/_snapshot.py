@@ -23,7 +23,7 @@ from metaplane.admin._console import (
     fail,
     print_json,
 )
-from metaplane.admin._heap import freeze_heap
+from metaplane.admin._heap import heap_frozen
 from metaplane.admin._operations import Operations
 from metaplane.admin._runner import execute
 from metaplane.store import MetadataError
@@ -94,10 +94,8 @@ def export(
     """Every key of a live store, read at one pinned revision (writers may keep running)."""
     from metaplane.pipeline import export_snapshot
 
-    freeze_heap()
-
     async def export_all(ops: Operations) -> Snapshot:
-        with counting(f"reading {ops.store.url}") as progress:
+        with counting(f"reading {ops.store.url}") as progress, heap_frozen():
             return await export_snapshot(ops.store, out, page_size=page_size, progress=progress)
 
     show_snapshot(execute(store, export_all), output)

@@ -150,6 +150,11 @@ class SnapshotWriter:
         rows_per_file: int = 2_000_000,
         rows_per_group: int = 250_000,
     ) -> None:
+        if rows_per_group < 1 or rows_per_file < 1:
+            raise SnapshotError(
+                f"rows per group and per file must be at least 1 ({rows_per_group}, "
+                f"{rows_per_file} given)"
+            )
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
             raise SnapshotError(f"{folder}: exists and is not an empty folder")
         self.folder = folder
@@ -186,9 +191,11 @@ class SnapshotWriter:
 
     def add_entries(self, entries: Iterable[Entry]) -> None:
         """Keys as the store holds them (a page of a scan: its rows taken in C, no Python
-        step per entry)."""
+        step per entry; sealed into a batch once 10,000 rows or more wait, whatever the
+        page size)."""
         self._pending.extend(map(_ROW, entries))
-        self._seal()
+        if len(self._pending) >= _BATCH_ROWS:
+            self._seal()
 
     def _seal(self) -> None:
         """The pending rows into an Arrow batch. A row group waits in Arrow's memory, not as

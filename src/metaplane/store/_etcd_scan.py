@@ -145,11 +145,12 @@ class EtcdScan:
 
     async def _reads(self) -> AsyncIterator[_PageRead]:
         """The page reads in key order, each already sent (or done)."""
-        ranges = [
+        # In key order across the prefixes: `/a`'s children come after `/a-b`'s keys.
+        ranges = sorted(
             (start, end or start + b"\0")
             for prefix in self._prefixes
             for start, end in (key_ranges(prefix) if prefix != "/" else [(b"/", b"0")])
-        ]
+        )
         share = max(1, self._page // min(len(ranges), TXN_OPS))
         for begin in range(0, len(ranges), TXN_OPS):
             batch = ranges[begin : begin + TXN_OPS]

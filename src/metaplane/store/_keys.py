@@ -111,3 +111,18 @@ def covering(prefixes: Iterable[str]) -> tuple[str, ...]:
     """The prefixes without those another one of them covers, sorted."""
     wanted = set(prefixes)
     return tuple(sorted(p for p in wanted if not any(a in wanted for a in ancestors(p) if a != p)))
+
+
+def ranges_in_key_order(prefixes: Iterable[str]) -> list[tuple[str, str | None]]:
+    """The key ranges that make `prefixes` (none covering another), in key order: for each,
+    the prefix's own key as `(key, None)` and its children as `[start, end)`. Sorting the
+    prefixes is not enough: `/a`'s children come after `/a-b` and all of its keys (`-` and
+    `.` sort before `/`). The ranges of prefixes that do not cover each other are disjoint,
+    so in order of their starts they are in key order."""
+    ranges: list[tuple[str, str | None]] = []
+    for prefix in prefixes:
+        if prefix != ROOT:
+            ranges.append((prefix, None))
+        ranges.append((children_prefix(prefix), prefix_end(prefix)))
+    ranges.sort(key=lambda found: found[0])
+    return ranges

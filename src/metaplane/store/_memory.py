@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from sortedcontainers import SortedDict
 
 from metaplane.store._errors import Compacted, InvalidRequest, LeaseNotFound
-from metaplane.store._keys import ROOT, children_prefix, in_prefix, prefix_end
+from metaplane.store._keys import ROOT, children_prefix, in_prefix, prefix_end, ranges_in_key_order
 from metaplane.store._local import (
     Change,
     LocalStore,
@@ -97,7 +97,11 @@ class MemoryStore(LocalStore):
         if revision is None:
             revision = self._rev
         self._check_readable(revision)
-        current = [entry for prefix in prefixes for entry in _entries(self._data, List(prefix))]
+        current = [
+            entry
+            for start, end in ranges_in_key_order(prefixes)
+            for entry in _in_range(self._data, start, end)
+        ]
         undo = undo_map(self._changes_after(revision), under_any(prefixes))
         for listing in paged(rewound(current, undo), revision, page, keys_only):
             yield listing
@@ -234,6 +238,16 @@ class _View:
         self._data[key] = entry
         if entry.lease:
             self._leases[entry.lease].keys.add(key)
+
+
+def _in_range(data: SortedDict[str, Entry], start: str, end: str | None) -> Iterator[Entry]:
+    """The entry at `start` when `end` is None, else the entries in [start, end)."""
+    if end is None:
+        if start in data:
+            yield data[start]
+        return
+    for key in data.irange(start, end, inclusive=(True, False)):
+        yield data[key]
 
 
 def _entries(data: SortedDict[str, Entry], op: List) -> Iterator[Entry]:

@@ -34,7 +34,7 @@ from metaplane.store._errors import (
     MetadataError,
     Unavailable,
 )
-from metaplane.store._keys import ROOT, children_prefix, prefix_end
+from metaplane.store._keys import ROOT, children_prefix, prefix_end, ranges_in_key_order
 from metaplane.store._local import (
     Change,
     LocalStore,
@@ -854,14 +854,14 @@ def _fetched(
     conn: sqlite3.Connection, prefixes: Sequence[str], keys_only: bool, batch: int
 ) -> Iterator[list[Entry]]:
     columns = _KEY_COLUMNS if keys_only else _COLUMNS
-    for prefix in prefixes:
-        if prefix != ROOT:
-            own = conn.execute(f"SELECT {columns} FROM kv WHERE key = ?", (prefix,)).fetchone()
+    for start, end in ranges_in_key_order(prefixes):
+        if end is None:
+            own = conn.execute(f"SELECT {columns} FROM kv WHERE key = ?", (start,)).fetchone()
             if own is not None:
                 yield [Entry(*own)]
+            continue
         cursor = conn.execute(
-            f"SELECT {columns} FROM kv WHERE key >= ? AND key < ? ORDER BY key",
-            (children_prefix(prefix), prefix_end(prefix)),
+            f"SELECT {columns} FROM kv WHERE key >= ? AND key < ? ORDER BY key", (start, end)
         )
         while rows := cursor.fetchmany(batch):
             yield list(itertools.starmap(Entry, rows))
