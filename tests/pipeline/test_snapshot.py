@@ -222,6 +222,22 @@ def test_row_groups_and_files_hold_a_row_at_least(tmp_path: Path, sizes: tuple[i
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_key_that_is_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
+    # What a store's scan gives for a key another client wrote in other bytes (etcd keeps
+    # any): the key's text with surrogates. Nothing is left behind.
+    key = b"/topics/ns/\xff".decode("utf-8", "surrogateescape")
+    with pytest.raises(SnapshotError, match="is not UTF-8"):
+        _write_keys(tmp_path / "s", ["/topics/ns/a", key])
+    assert list(tmp_path.iterdir()) == []
+
+
+def _write_keys(folder: Path, keys: list[str]) -> None:
+    with SnapshotWriter(folder, revision=3, source="test") as writer:
+        writer.add(keys[0], b"1", 1, 1, 1)
+        writer.add_entries([Entry(key, b"1", 1, 2, 2) for key in keys[1:]])
+        writer.close()
+
+
 def _interrupted_write(folder: Path) -> None:
     with SnapshotWriter(folder, revision=1, source="test") as writer:
         writer.add("/a", b"1", 1, 1, 1)

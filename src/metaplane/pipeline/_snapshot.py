@@ -205,7 +205,15 @@ class SnapshotWriter:
         if not self._pending:
             return
         columns = zip(*self._pending, strict=True)
-        arrays = [pa.array(column, kind) for column, kind in zip(columns, _TYPES, strict=True)]
+        try:
+            arrays = [pa.array(column, kind) for column, kind in zip(columns, _TYPES, strict=True)]
+        except UnicodeEncodeError:
+            # A key another client wrote in bytes that are not UTF-8 (etcd keeps any bytes;
+            # metaplane reads them with surrogates): a snapshot holds keys as text.
+            key = next(row[0] for row in self._pending if not _is_utf8(row[0]))
+            raise SnapshotError(
+                f"the key {key!r} is not UTF-8: a snapshot holds keys as text"
+            ) from None
         self._batches.append(pa.RecordBatch.from_arrays(arrays, schema=_ROWS_SCHEMA))
         self._buffered += len(self._pending)
         self._pending = []
@@ -288,3 +296,11 @@ _BATCH_ROWS = 10_000
 """Rows added one by one that are turned into one Arrow batch."""
 _ROW = operator.attrgetter("key", "value", "create_revision", "mod_revision", "version", "lease")
 """An entry's row, in the columns' order."""
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
