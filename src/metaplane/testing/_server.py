@@ -93,6 +93,7 @@ class ServerProcess(ABC):
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGSTOP)
             self.paused = True
+            _until_stopped(self.process.pid)
 
     def resume(self) -> None:
         """Continue a paused server (SIGCONT)."""
@@ -126,3 +127,35 @@ class ServerProcess(ABC):
         tb: TracebackType | None,
     ) -> None:
         self.kill()
+
+
+def _until_stopped(group: int, timeout: float = 5.0) -> None:
+    """Wait until every thread of every process of `group` is stopped. A signal is delivered
+    to each thread as it next runs: a JVM's thread busy on the other core answered a request
+    sent right after the SIGSTOP (a paused ZooKeeper leader said it led). Polled: the kernel
+    tells no one."""
+    deadline = time.monotonic() + timeout
+    while not _stopped(group):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"process group {group} not stopped {timeout:g} s after SIGSTOP")
+        time.sleep(0.005)
+
+
+def _stopped(group: int) -> bool:
+    for process in Path("/proc").iterdir():
+        if not process.name.isdigit():
+            continue
+        try:
+            if int(_stat_fields(process / "stat")[2]) != group:
+                continue
+            states = [_stat_fields(task / "stat")[0] for task in (process / "task").iterdir()]
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if any(state not in ("T", "t", "Z", "X") for state in states):
+            return False
+    return True
+
+
+def _stat_fields(path: Path) -> list[str]:
+    """The fields of a /proc stat file after the command's name (state, ppid, pgrp, …)."""
+    return path.read_text().rsplit(")", 1)[1].split()
