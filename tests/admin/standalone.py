@@ -93,9 +93,10 @@ class Standalone:
         return out
 
 
-def start_standalone(folder: Path, brokers: int) -> Standalone:
-    """Start the cluster and read the addresses it prints (its stderr goes to a file)."""
-    store = f"sqlite://{folder / 'cluster.db'}"
+def start_standalone(folder: Path, brokers: int, store: str | None = None) -> Standalone:
+    """Start the cluster (on a sqlite file in `folder` unless `store` is given) and read the
+    addresses it prints (its stderr goes to a file)."""
+    store = store or f"sqlite://{folder / 'cluster.db'}"
     base = free_index_base(brokers)
     command = [
         *METAPLANE, "standalone", "--brokers", str(brokers), "--workload", "--store", store,

@@ -119,7 +119,7 @@ def test_prometheus_sees_the_cluster_change(prometheus: Prometheus, standalone: 
     topics = len(httpx.get(standalone.dashboard + "admin/v2/topics", timeout=10).json())
     until(lambda: prometheus.value(owned) == topics, "every topic served", 30)
     assert prometheus.value("metaplane_brokers_live") == live
-    assert prometheus.value('count(metaplane_store_operation_seconds_count{backend="sqlite"})')
+    assert prometheus.value('count(metaplane_store_operation_seconds_count{backend="etcd"})')
 
     # Cursor writes after acks: the workload acknowledges, the brokers write in batches.
     written = prometheus.value("sum(metaplane_cursor_writes_total)") or 0.0
