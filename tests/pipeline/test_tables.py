@@ -207,3 +207,35 @@ def test_kinds_are_decided_from_segments_as_the_runtime_parses_keys(
     expected = {key: _runtime_kind(key) for key in keys}
     assert sum(kind is not None for kind in expected.values()) > len(PATTERNS) * 10
     assert found == expected
+
+
+def test_a_kind_table_is_built_when_first_used_and_once(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building a kind's table is hundreds of calls into the JVM: a job that reads a few
+    kinds builds those only, each once; kept tables are persisted as they are built."""
+    import metaplane.pipeline._tables as module
+
+    built: list[KeyKind] = []
+    build = module.kind_table
+
+    def counting(classified: DataFrame, kind: KeyKind) -> DataFrame:
+        built.append(kind)
+        return build(classified, kind)
+
+    monkeypatch.setattr(module, "kind_table", counting)
+    snapshot = write_snapshot(tmp_path / "snapshot", [(b"/topics/ns/t", b"0")])
+    tables = parse_tables(classify(snapshot_frame(spark, snapshot)))
+    assert built == []
+    assert len(tables.kinds) == len(KeyKind) and set(tables.kinds) == set(KeyKind)
+    root = tables[K.TOPIC_ROOT]
+    assert tables[K.TOPIC_ROOT] is root and built == [K.TOPIC_ROOT]
+    assert [row["topic"] for row in root.collect()] == ["t"]
+    assert not root.is_cached
+    kept = tables.cached()
+    kept_root = kept[K.TOPIC_ROOT]
+    assert kept_root.is_cached and kept_root.storageLevel.useMemory
+    assert kept[K.CURSOR].count() == 0
+    assert built == [K.TOPIC_ROOT, K.TOPIC_ROOT, K.CURSOR]
+    kept.unpersist()
+    assert not kept_root.is_cached

@@ -210,10 +210,10 @@ def parse_snapshot(
     }
     parsed = parse_tables(classified)
     tables = parsed.cached() if keep else parsed
-    frames = dict(tables)
 
     def write_one(name: str) -> None:
-        frames[name].write.parquet(str(folder / name))
+        frame = tables.unknown if name == UNKNOWN else tables[KeyKind(name)]
+        frame.write.parquet(str(folder / name))
 
     if write:
         with ThreadPoolExecutor(CONCURRENT_JOBS) as pool:

@@ -10,8 +10,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cache, reduce
+from functools import cache, partial, reduce
 from pathlib import Path
 from types import MappingProxyType, UnionType
 from typing import get_args, get_type_hints
@@ -51,19 +50,61 @@ def _numeric_fields() -> frozenset[str]:
 NUMERIC_FIELDS = _numeric_fields()
 
 
-@dataclass(frozen=True)
+class _Frames(Mapping[KeyKind, DataFrame]):
+    """Each kind's table, built the first time it is asked for (and persisted then, when
+    kept): building one is hundreds of calls into the JVM (its fields, its value's checks),
+    about 0.1 s of the driver's time a kind; a job that reads a few kinds pays for those."""
+
+    def __init__(self, build: Callable[[KeyKind], DataFrame], keep: bool) -> None:
+        self._build = build
+        self._keep = keep
+        self._built: dict[KeyKind, DataFrame] = {}
+        self._lock = threading.Lock()
+
+    def __getitem__(self, kind: KeyKind) -> DataFrame:
+        with self._lock:
+            frame = self._built.get(kind)
+            if frame is None:
+                if kind not in TEMPLATES:
+                    raise KeyError(kind)
+                frame = self._build(kind)
+                if self._keep:
+                    frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+                self._built[kind] = frame
+            return frame
+
+    def __iter__(self) -> Iterator[KeyKind]:
+        return iter(TEMPLATES)
+
+    def __len__(self) -> int:
+        return len(TEMPLATES)
+
+    def kept(self) -> _Frames:
+        """The same tables, each persisted once built (the built ones are built again)."""
+        return _Frames(self._build, keep=True)
+
+    def unpersist(self) -> None:
+        with self._lock:
+            for frame in self._built.values():
+                frame.unpersist()
+            self._built.clear()
+
+
 class Tables:
     """The typed tables of one snapshot: one per key kind (empty when the kind is absent)
-    and the keys outside the layout.
+    and the keys outside the layout. A kind's table is built when first used.
 
     `shared` builds a view that several transforms use once per set of tables; when the
     tables are kept in memory (`kept`), so are such views."""
 
-    kinds: Mapping[KeyKind, DataFrame]
-    unknown: DataFrame
-    kept: bool = False
-    _views: dict[str, DataFrame] = field(default_factory=dict, compare=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
+    def __init__(
+        self, build: Callable[[KeyKind], DataFrame], unknown: DataFrame, *, keep: bool = False
+    ) -> None:
+        self.kinds: Mapping[KeyKind, DataFrame] = _Frames(build, keep)
+        self.unknown = unknown.persist(StorageLevel.MEMORY_AND_DISK) if keep else unknown
+        self.kept = keep
+        self._views: dict[str, DataFrame] = {}
+        self._lock = threading.Lock()
 
     def __getitem__(self, kind: KeyKind) -> DataFrame:
         return self.kinds[kind]
@@ -85,15 +126,15 @@ class Tables:
 
     def cached(self) -> Tables:
         """The same tables, kept in memory once read (for snapshots that fit)."""
-        kinds = {
-            kind: frame.persist(StorageLevel.MEMORY_AND_DISK) for kind, frame in self.kinds.items()
-        }
-        unknown = self.unknown.persist(StorageLevel.MEMORY_AND_DISK)
-        return Tables(MappingProxyType(kinds), unknown, kept=True)
+        frames = self.kinds
+        assert isinstance(frames, _Frames)
+        return Tables(frames._build, self.unknown, keep=True)
 
     def unpersist(self) -> None:
-        for _, frame in self:
-            frame.unpersist()
+        frames = self.kinds
+        assert isinstance(frames, _Frames)
+        frames.unpersist()
+        self.unknown.unpersist()
         with self._lock:
             for view in self._views.values():
                 view.unpersist()
@@ -267,8 +308,7 @@ def unknown_table(classified: DataFrame) -> DataFrame:
 
 def parse_tables(classified: DataFrame) -> Tables:
     """Every kind's table (lazily: nothing runs until a table is used)."""
-    kinds = {kind: kind_table(classified, kind) for kind in TEMPLATES}
-    return Tables(MappingProxyType(kinds), unknown_table(classified))
+    return Tables(partial(kind_table, classified), unknown_table(classified))
 
 
 @cache
@@ -289,5 +329,4 @@ def read_tables(spark: SparkSession, folder: Path) -> Tables:
         # No partitions at all: an absent kind costs the queries that union it nothing.
         return spark.createDataFrame(spark.sparkContext.emptyRDD(), schemas[name])
 
-    kinds = {kind: read(kind.value) for kind in TEMPLATES}
-    return Tables(MappingProxyType(kinds), read(UNKNOWN))
+    return Tables(lambda kind: read(kind.value), read(UNKNOWN))
