@@ -10,12 +10,14 @@
   minimal Spark job.
 
     .venv/bin/python benchmarks/pipeline_bench.py [--sizes 100000 1000000 10000000]
-        [--rounds 3] [--analyze-rounds 1] [--work /tmp/metaplane-bench] [--driver-memory 6g]
+        [--rounds 3] [--warmup 1] [--analyze-rounds 1] [--work /tmp/metaplane-bench]
+        [--driver-memory 6g]
 
 DuckDB is installed for the benchmark only, with pip into benchmarks/results/duckdb/ (never a
 dependency of the package), and runs in a process of its own with two threads. Every figure
 is the median of the rounds with its spread (lowest–highest), never the best round; the ratio
-is the median of each round's own ratio. Prints a table; writes JSON
+is the median of each round's own ratio; one untimed run of each contender comes first (a
+JVM's first jobs pay its class loading and JIT). Prints a table; writes JSON
 (benchmarks/results/pipeline_bench.json). Snapshots are kept in --work between runs.
 """
 
@@ -402,6 +404,12 @@ def measure(size: int, args: argparse.Namespace) -> SizeResult:
     wall: dict[str, list[float]] = {"metaplane": [], "minimal": [], "duckdb": []}
     cpu: dict[str, list[float]] = {"metaplane": [], "minimal": []}
     answers: dict[str, Counts] = {}
+    for _ in range(args.warmup):
+        # A JVM's first jobs pay its class loading and JIT, for whichever contender runs
+        # first: both run once, untimed, before the rounds.
+        for name, run in contenders.items():
+            run()
+            console.print(f"  warm-up: {name}")
     for number in range(args.rounds):
         order = ["metaplane", "minimal", "duckdb"]
         if number % 2:
@@ -497,6 +505,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--analyze-rounds", type=int, default=1)
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="untimed runs of each contender before the rounds"
+    )
     parser.add_argument(
         "--work", type=Path, default=Path(tempfile.gettempdir()) / "metaplane-bench"
     )
