@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import metaplane.store._etcd_prefixes as etcd_prefixes
 from metaplane.cache import LocalCache
 from metaplane.coordination import Session, SessionState
 from metaplane.store import (
@@ -232,14 +233,18 @@ async def test_a_lone_hung_member_fails_refreshes_and_watches_in_time(
 
 
 @pytest.mark.parametrize("fault", ["pause", "kill"])
+@pytest.mark.parametrize("watchers", ["a watcher each", "their parent's"])
 @pytest.mark.timeout(90)
 async def test_prefix_watch_moves_past_a_failed_member_without_gap_duplicate_or_reorder(
-    healthy: EtcdCluster, backend: str, fault: str
+    healthy: EtcdCluster, backend: str, fault: str, watchers: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A watch of 40 prefixes whose member hangs (or dies) while writes run through the
     others re-opens on another member: its watchers are created again from now and the
     revisions in between read from history, so its batches are exactly what a plain watch
-    through the healthy members saw under those prefixes, in order, each revision whole."""
+    through the healthy members saw under those prefixes, in order, each revision whole.
+    Also when the 40 are watched through their parent's one watcher."""
+    if watchers == "their parent's":
+        monkeypatch.setattr(etcd_prefixes, "WATCHERS_PER_PARENT", 1)
     victim = follower(healthy)
     prefixes = [f"/many/topic-{i:02d}" for i in range(40)]
     async with (

@@ -1,0 +1,160 @@
+"""On etcd, many prefixes with one parent are watched through the parent's one watcher
+(`store/_etcd_prefixes.py`, WATCHERS_PER_PARENT): the watch's contract holds as with a
+watcher a prefix — the conformance cases run again with a parent watched from its second
+child on — and etcd holds one watcher for the parent, by its own gauge."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import urllib.request
+
+import pytest
+
+import metaplane.store._etcd_prefixes as etcd_prefixes
+from metaplane.store import MetadataStore, Put, WatchBatch
+from metaplane.testing import EtcdMember
+from tests.store import test_prefix_watch as conformance
+
+pytestmark = pytest.mark.backends("etcd", reason="only etcd creates a watcher per prefix")
+
+
+@pytest.fixture
+def few(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A parent is watched as a whole from its second child followed on."""
+    monkeypatch.setattr(etcd_prefixes, "WATCHERS_PER_PARENT", 1)
+
+
+def watchers(member: EtcdMember) -> int:
+    """etcd's own count of its watchers (every stream's)."""
+    with urllib.request.urlopen(f"{member.client_url}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    found = re.search(r"^etcd_debugging_mvcc_watcher_total (\S+)$", text, re.MULTILINE)
+    assert found, "etcd reports no watcher count"
+    return int(float(found.group(1)))
+
+
+async def until_watchers(member: EtcdMember, count: int) -> None:
+    """Until etcd counts `count` watchers (a cancellation lands after `remove` returns)."""
+    seen = None
+    try:
+        async with asyncio.timeout(10):
+            while True:
+                seen = watchers(member)
+                if seen == count:
+                    return
+                await asyncio.sleep(0.02)  # etcd's gauge is polled: nothing to await
+    except TimeoutError:
+        raise AssertionError(f"etcd counts {seen} watchers, not {count}") from None
+
+
+@pytest.mark.usefixtures("few")
+async def test_add_and_remove_while_writes_run_under_a_parent_watched(
+    store: MetadataStore,
+) -> None:
+    await conformance.test_add_and_remove_while_writes_run_match_a_read_at_r(store)
+
+
+@pytest.mark.usefixtures("few")
+async def test_batches_in_revision_order_under_a_parent_watched(store: MetadataStore) -> None:
+    await conformance.test_batches_in_revision_order_across_prefixes(store)
+
+
+@pytest.mark.usefixtures("few")
+async def test_a_transaction_comes_whole_under_a_parent_watched(store: MetadataStore) -> None:
+    await conformance.test_a_transaction_across_two_prefixes_comes_whole(store)
+
+
+@pytest.mark.usefixtures("few")
+async def test_remove_drops_what_is_buffered_under_a_parent_watched(
+    store: MetadataStore,
+) -> None:
+    await conformance.test_remove_drops_what_is_already_buffered(store)
+
+
+@pytest.mark.usefixtures("few")
+async def test_progress_means_nothing_pending_under_a_parent_watched(
+    store: MetadataStore,
+) -> None:
+    await conformance.test_progress_over_many_prefixes_means_nothing_pending(store)
+
+
+@pytest.mark.usefixtures("few")
+async def test_a_past_start_revision_replays_history_under_a_parent_watched(
+    store: MetadataStore,
+) -> None:
+    await conformance.test_a_past_start_revision_replays_history_in_order(store)
+
+
+@pytest.mark.usefixtures("few")
+async def test_segments_are_respected_under_a_parent_watched(store: MetadataStore) -> None:
+    async with store.watch_prefixes(
+        ["/seg/t1", "/seg/t2"], start_revision=await store.revision() + 1
+    ) as watch:
+        keys = ["/seg/t10", "/seg/t1-part-0/x", "/seg/t1.x", "/seg/t1", "/seg/t1/a", "/seg/t2/b"]
+        for key in [*keys, "/seg"]:
+            last = await store.put(key, b"")
+        batches = await conformance.until(watch, last)
+    assert [e.key for b in batches for e in b.events] == ["/seg/t1", "/seg/t1/a", "/seg/t2/b"]
+
+
+async def test_a_thousand_prefixes_of_one_parent_are_one_etcd_watcher(
+    store: MetadataStore, etcd: EtcdMember
+) -> None:
+    """1,000 topics of one namespace followed in two adds: one watcher in etcd (the second
+    add creates none); the changes under the prefixes come, those of the parent's other
+    keys (a sibling, a name that extends a followed one) do not, nor a removed prefix's;
+    removing them all cancels the parent's watcher."""
+    base = watchers(etcd)
+    prefixes = [f"/w/ns/topic-{i:04d}" for i in range(1000)]
+    async with store.watch_prefixes([]) as watch:
+        first = await watch.add(prefixes[:500])
+        opened = await store.put(f"{prefixes[0]}/open", b"")
+        await conformance.until(watch, opened)  # the stream is open, its watchers created
+        assert watchers(etcd) == base + 1
+        second, third = await asyncio.gather(
+            watch.add(prefixes[500:900]), watch.add(prefixes[900:])
+        )
+        assert min(second, third) >= opened >= first
+        sample = prefixes[::100]
+        written = (await store.txn([], [Put(f"{p}/k", b"v") for p in sample], [])).revision
+        await store.put("/w/ns/other/k", b"")
+        await store.put("/w/ns/topic-0001x/k", b"")
+        await store.put("/w/ns", b"")
+        await watch.remove(prefixes[:1])
+        await store.put(f"{prefixes[0]}/k2", b"")
+        last = await store.put(f"{prefixes[999]}/end", b"")
+        batches = await conformance.until(watch, last)
+        assert watchers(etcd) == base + 1
+        events = [b for b in batches if b.events]
+        assert [b.revision for b in events] == [written, last]
+        # prefixes[0] was removed before the batch was read: none of its events comes
+        assert sorted(e.key for e in events[0].events) == sorted(f"{p}/k" for p in sample[1:])
+        assert [e.key for e in events[1].events] == [f"{prefixes[999]}/end"]
+        # A parent made watched by one add while another add under it waits for its
+        # watcher (acknowledgements are read as the watch is: a consumer runs meanwhile).
+        others = [f"/w/other/topic-{i:03d}" for i in range(200)]
+        seen: list[WatchBatch] = []
+
+        async def consume() -> None:
+            async for batch in watch:
+                seen.append(batch)
+
+        consumer = asyncio.create_task(consume())
+        await asyncio.gather(watch.add(others[:100]), watch.add(others[100:]))
+        assert watchers(etcd) == base + 2
+        ops = [Put(f"{others[0]}/k", b""), Put(f"{others[150]}/k", b"")]
+        both = (await store.txn([], ops, [])).revision
+        async with asyncio.timeout(20):
+            while not seen or seen[-1].revision < both:
+                if consumer.done():
+                    consumer.result()
+                watch.request_progress()
+                await asyncio.sleep(0.01)
+        consumer.cancel()
+        assert [sorted(e.key for e in b.events) for b in seen if b.events] == [
+            [f"{others[0]}/k", f"{others[150]}/k"]
+        ]
+        await watch.remove(prefixes[1:] + others)
+        assert watch.prefixes == frozenset()
+        await until_watchers(etcd, base)
