@@ -19,6 +19,11 @@ Sections (run one or all; each adds its rows and targets to one table and one JS
   put per key, uncompacted), beside the raw bytes of the keys and values; and a standalone
   ZooKeeper's live heap per znode (raw kazoo; `jcmd GC.class_histogram` before and after
   creating the smallest size's keys and their ancestors).
+- follow: a broker's LocalCache (started on cluster-wide keys) given every topic of the
+  store at once — each topic's two prefixes, `/topics/{ns}/{topic}` and its storage's —
+  until it serves them all, beside the backend's own read of those keys (etcd: one Range a
+  root, sqlite: one list a root); and on etcd the watchers the cache then holds (etcd's
+  own gauge). Target (issue 13): the follow ≤ 2× the read.
 - typed: typed reads per second through a manager served from the cache
   (`SubscriptionManager.cursor`) and through `Reader.get`, beside the raw `LocalCache.get`
   of the same keys in the same rounds. Target (issue 13): ≥ 1,000,000 typed reads a second.
@@ -45,6 +50,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -521,10 +527,127 @@ async def typed_section(args: argparse.Namespace, work: Path, console: Console) 
     return rows
 
 
+# -- the follow section ------------------------------------------------------------------
+
+TOPIC_ROOTS = ("/topics/", "/danube-data/storage/topics/")
+"""Where a topic's keys lie: its own, and its storage's."""
+
+
+def topic_prefixes(data: list[tuple[str, bytes, int, int, int, int]]) -> list[str]:
+    """Every topic's two prefixes, as a broker follows a topic it is given."""
+    found: dict[str, None] = {}
+    for key, *_ in data:
+        for root in TOPIC_ROOTS:
+            if key.startswith(root):
+                depth = root.count("/") + 1  # the namespace's and the topic's segments
+                found["/".join(key.split("/", depth + 1)[: depth + 1])] = None
+    return list(found)
+
+
+async def read_topics(store: MetadataStore) -> int:
+    """The backend's own read of every topic's keys: one request a root."""
+    if isinstance(store, EtcdStore):
+        member = store._members[store._active]
+        count = 0
+        for root in TOPIC_ROOTS:
+            start = root.encode()
+            end = start[:-1] + bytes([start[-1] + 1])
+            response = await member.kv.Range(rpc.RangeRequest(key=start, range_end=end))
+            count += len([entry_of(kv) for kv in response.kvs])
+        return count
+    return sum([len(await store.list(root.rstrip("/"))) for root in TOPIC_ROOTS])
+
+
+async def follow_topics(store: MetadataStore, prefixes: list[str]) -> tuple[float, int]:
+    """A broker's cache (started on its cluster-wide keys, not timed) given every topic at
+    once: the seconds until it serves them all, and the keys it then holds."""
+    async with LocalCache(store, ["/cluster/register", "/cluster/leader"]) as cache:
+        started = time.perf_counter()
+        ready = await cache.follow(prefixes, timeout=None)
+        await cache.wait_for(ready, timeout=None)
+        return time.perf_counter() - started, len(cache)
+
+
+def etcd_watchers(member: EtcdMember) -> int:
+    with urllib.request.urlopen(f"{member.client_url}/metrics", timeout=5) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith("etcd_debugging_mvcc_watcher_total "):
+                return int(float(line.split()[1]))
+    return -1
+
+
+async def follows(
+    url: str, size: int, backend: str, rounds: int, prefixes: list[str], console: Console
+) -> list[Row]:
+    case = f"follow {len(prefixes) // 2:,} topics at once"
+    wall = Row("follow", size, backend, case, "one read of their keys", target=2.0)
+    cpu = Row("follow", size, backend, f"{case}, CPU", "the read's CPU", target=None)
+    async with await connect_store(url) as store:
+        for round_ in range(rounds):
+            pair: dict[str, float] = {}
+            used: dict[str, float] = {}
+            keys: dict[str, int] = {}
+            for name in ("peer", "follow") if round_ % 2 == 0 else ("follow", "peer"):
+                if name == "peer":
+                    started, clock = time.perf_counter(), time.process_time()
+                    keys[name] = await read_topics(store)
+                    pair[name] = time.perf_counter() - started
+                else:
+                    clock = time.process_time()
+                    pair[name], keys[name] = await follow_topics(store, prefixes)
+                used[name] = time.process_time() - clock
+            wall.ours.append(pair["follow"])
+            wall.theirs.append(pair["peer"])
+            wall.ratios.append(pair["follow"] / pair["peer"])
+            cpu.ours.append(used["follow"])
+            cpu.theirs.append(used["peer"])
+            cpu.ratios.append(used["follow"] / used["peer"])
+            console.log(
+                f"{backend} {size:,}: read of the topics' keys {pair['peer']:.2f}s "
+                f"({keys['peer']:,} keys), follow {pair['follow']:.2f}s "
+                f"({keys['follow']:,} keys in the cache)"
+            )
+    return [wall, cpu]
+
+
+async def follow_section(args: argparse.Namespace, work: Path, console: Console) -> list[Row]:
+    rows: list[Row] = []
+    for size in args.sizes:
+        data = rows_of(snapshot_of(size, work))
+        prefixes = topic_prefixes(data)
+        console.log(f"{len(data):,} keys, {len(prefixes) // 2:,} topics")
+        db = work / f"store-{size}.db"
+        if not db.exists():
+            await load_sqlite(db, data)
+        rows += await follows(f"sqlite://{db}", size, "sqlite", args.rounds, prefixes, console)
+        member = EtcdMember(work / f"etcd-{size}", extra_args=["--quota-backend-bytes=8589934592"])
+        member.start()
+        try:
+            member.wait_ready()
+            pin_apart(member, console)
+            await load_etcd(member.endpoint, data)
+            before = etcd_watchers(member)
+            async with (
+                await connect_store(member.url) as store,
+                LocalCache(store, ["/cluster/register"]) as cache,
+            ):
+                await cache.wait_for(await cache.follow(prefixes, timeout=None), timeout=None)
+                held = etcd_watchers(member) - before
+            console.log(f"etcd watchers of a cache following every topic: {held:,}")
+            found = await follows(member.url, size, "etcd", args.rounds, prefixes, console)
+            found[0].extra["etcd_watchers"] = held
+            rows += found
+        finally:
+            member.kill()
+            os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
+    return rows
+
+
 SECTIONS: dict[str, Callable[[argparse.Namespace, Path, Console], Awaitable[list[Row]]]] = {
     "reads": reads_section,
     "memory": memory_section,
     "typed": typed_section,
+    "follow": follow_section,
 }
 """Each section measures its cases and returns its rows; more sections join here."""
 

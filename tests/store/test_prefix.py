@@ -3,9 +3,12 @@ past."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from metaplane.store import Compacted, InvalidRequest, MetadataStore
+from metaplane.store import Compacted, InvalidRequest, MetadataStore, in_prefix
+from metaplane.store._keys import covering
 from tests.store import zk_subsets
 
 SIBLINGS = [
@@ -168,3 +171,17 @@ async def test_reverse_paging_and_bounds(store: MetadataStore) -> None:
     assert window.keys() == ["/r/03", "/r/04", "/r/05"]
     assert (await store.list("/r", end_before="/r/00")).keys() == ["/r"]
     assert (await store.list("/r", start_after="/r")).keys() == keys[1:]
+
+
+def test_covering_keeps_the_prefixes_no_other_one_covers() -> None:
+    """`covering` (a cache's and a scan's prefixes) against its definition, on random sets
+    of prefixes whose segments extend each other as strings too (`/a`, `/a-b`)."""
+    rng = random.Random(5)
+    for _ in range(5_000):
+        prefixes = [
+            "/" + "/".join(rng.choice(["a", "b", "a-b", "a.b"]) for _ in range(rng.randrange(4)))
+            for _ in range(rng.randrange(8))
+        ]
+        wanted = set(prefixes)
+        expected = sorted(p for p in wanted if not any(q != p and in_prefix(p, q) for q in wanted))
+        assert list(covering(prefixes)) == expected, prefixes

@@ -9,6 +9,7 @@ import builtins
 import contextlib
 import enum
 import logging
+import operator
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -360,7 +361,7 @@ class LocalCache:
         async with self._changing:
             self._pending = [f for f in self._pending if not f.prefixes <= gone]
             for follow in self._pending:
-                follow.prefixes -= gone
+                follow.drop(gone)
             dropped = gone & self._followed
             self._followed -= dropped
             for prefix in dropped:
@@ -375,25 +376,24 @@ class LocalCache:
         """Those of `wanted` neither served nor about to be (a look-up of each one's
         ancestors in the prefixes being followed)."""
         pending: set[str] = set().union(*(follow.prefixes for follow in self._pending))
-        return [
-            prefix
-            for prefix in wanted
-            if not self.covers(prefix) and not any(a in pending for a in ancestors(prefix))
-        ]
+        new = [prefix for prefix in wanted if not self.covers(prefix)]
+        if not pending:
+            return new
+        return [prefix for prefix in new if not any(a in pending for a in ancestors(prefix))]
 
     def _merge(self, follow: _Follow) -> None:
         """A followed prefix's read, now that the cache has passed its revision: served."""
-        added: builtins.list[str] = []
-        for entry in follow.state():
-            current = self._entries.get(entry.key)
-            if current is None:
-                added.append(entry.key)
-            elif current.mod_revision >= entry.mod_revision:
-                continue
-            self._entries[entry.key] = entry
-            self._decoded.pop(entry.key, None)
-            self._made.pop(entry.key, None)
-        self._keys.update(added)  # in one go
+        state = follow.state()
+        entries = self._entries
+        held = state.keys() & entries.keys()  # in C: a follow usually brings new keys only
+        for key in held:
+            if entries[key].mod_revision >= state[key].mod_revision:
+                del state[key]
+            else:
+                self._decoded.pop(key, None)
+                self._made.pop(key, None)
+        entries.update(state)
+        self._keys.update(state.keys() - held if held else state.keys())  # in one go
         self._followed |= follow.prefixes
 
     def _merge_due(self, revision: int) -> None:
@@ -483,7 +483,7 @@ class LocalCache:
         except BaseException:
             await watch.aclose()
             raise
-        return watch, at, {entry.key: entry for entry in follow.state()}
+        return watch, at, follow.state()
 
     async def _read_all(self) -> tuple[int, builtins.list[Entry]]:
         """Every entry under the prefixes, read at one revision: one scan, linear on every
@@ -659,6 +659,14 @@ class _Follow:
     """None until the prefixes have been read."""
     entries: builtins.list[Entry] = field(default_factory=list)
     changes: dict[str, WatchEvent] = field(default_factory=dict)
+    trimmed: bool = False
+    """Some prefixes were dropped (unfollowed) since the follow began: the read may hold
+    keys under them."""
+
+    def drop(self, gone: set[str]) -> None:
+        if self.prefixes & gone:
+            self.prefixes -= gone
+            self.trimmed = True
 
     def read(self, revision: int, entries: builtins.list[Entry], ready: int) -> None:
         self.revision, self.entries, self.ready = revision, entries, ready
@@ -675,10 +683,13 @@ class _Follow:
             if kept is None or kept.revision < event.revision:
                 self.changes[event.key] = event
 
-    def state(self) -> builtins.list[Entry]:
+    def state(self) -> dict[str, Entry]:
         """The entries read, with the newer changes kept laid over them (those after the
         add's revision: the read has the others), under the prefixes followed still."""
-        state = {entry.key: entry for entry in self.entries if self.holds(entry.key)}
+        if self.trimmed:
+            state = {entry.key: entry for entry in self.entries if self.holds(entry.key)}
+        else:  # every entry read lies under the prefixes it was read for
+            state = dict(zip(map(_KEY_OF, self.entries), self.entries, strict=True))
         for key, event in self.changes.items():
             if event.revision <= self.revision or not self.holds(key):
                 continue
@@ -689,7 +700,10 @@ class _Follow:
                 state[key] = event.entry
             else:
                 state.pop(key, None)
-        return builtins.list(state.values())
+        return state
+
+
+_KEY_OF = operator.attrgetter("key")
 
 
 class _Backoff:

@@ -7,7 +7,8 @@ returns, give or take one split:
 
 - The first requests read each prefix's range with a limit (`page` keys shared among the
   ranges of one transaction). A prefix that fits is done in one request; that is every
-  prefix of a topic.
+  prefix of a topic. Once the first transaction has pinned the revision, up to DEPTH more
+  are in flight while the client decodes one (a broker given 76,000 topics sends 2,400).
 - The rest of a larger range, after the last key read, is cut at byte boundaries along
   that key K: the keys that extend K, then, for each position of K from the deepest up, the
   keys that share K up to it and continue with a higher byte (the next FANOUT bytes one by
@@ -26,6 +27,7 @@ done by etcd while the client decodes the pages before (docs/store.md has the fi
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -152,23 +154,49 @@ class EtcdScan:
             for start, end in (key_ranges(prefix) if prefix != "/" else [(b"/", b"0")])
         )
         share = max(1, self._page // min(len(ranges), TXN_OPS))
-        for begin in range(0, len(ranges), TXN_OPS):
-            batch = ranges[begin : begin + TXN_OPS]
-            requests = [self._range(low, high, limit=share) for low, high in batch]
-            parts = await self._txn(requests)
-            done: list[Entry] = []
-            for (_, high), part in zip(batch, parts, strict=True):
-                done.extend(map(entry_of, part.kvs))
-                if not part.more:
-                    continue
-                yield _done(done)
-                done = []
-                last = part.kvs[-1].key
-                rest = await self._count(pieces(last + b"\0", high, last))
-                async for read in self._read_counted(rest):
+        batches = [ranges[begin : begin + TXN_OPS] for begin in range(0, len(ranges), TXN_OPS)]
+
+        def send(batch: list[tuple[bytes, bytes]]) -> asyncio.Future[list[Any]]:
+            return asyncio.ensure_future(
+                self._txn([self._range(low, high, limit=share) for low, high in batch])
+            )
+
+        # Up to DEPTH transactions ahead of the one handled (a broker's follow of 76,000
+        # topics is 2,400 of them): once the first has pinned the revision.
+        sent: collections.deque[asyncio.Future[list[Any]]] = collections.deque()
+        try:
+            for index, batch in enumerate(batches):
+                if not sent:
+                    sent.append(send(batch))
+                parts = await sent.popleft()
+                for ahead in batches[index + 1 + len(sent) : index + 1 + DEPTH]:
+                    sent.append(send(ahead))
+                async for read in self._batch_reads(batch, parts):
                     yield read
-            if done:
-                yield _done(done)
+        finally:
+            for future in sent:
+                if future.done() and not future.cancelled():
+                    future.exception()  # retrieved: the scan ends on its own error, if any
+                future.cancel()
+
+    async def _batch_reads(
+        self, batch: list[tuple[bytes, bytes]], parts: list[Any]
+    ) -> AsyncIterator[_PageRead]:
+        """The reads of one transaction's ranges: what it returned, then the rest of each
+        range it did not return whole."""
+        done: list[Entry] = []
+        for (_, high), part in zip(batch, parts, strict=True):
+            done.extend(map(entry_of, part.kvs))
+            if not part.more:
+                continue
+            yield _done(done)
+            done = []
+            last = part.kvs[-1].key
+            rest = await self._count(pieces(last + b"\0", high, last))
+            async for read in self._read_counted(rest):
+                yield read
+        if done:
+            yield _done(done)
 
     async def _read_counted(self, counted: list[_Piece]) -> AsyncIterator[_PageRead]:
         """Reads of `counted` (consecutive pieces of a range) in key order: neighbours

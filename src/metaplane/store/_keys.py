@@ -110,7 +110,17 @@ def ancestors(key: str) -> Iterator[str]:
 def covering(prefixes: Iterable[str]) -> tuple[str, ...]:
     """The prefixes without those another one of them covers, sorted."""
     wanted = set(prefixes)
-    return tuple(sorted(p for p in wanted if not any(a in wanted for a in ancestors(p) if a != p)))
+    if ROOT in wanted:
+        return (ROOT,)
+    kept = []
+    for prefix in wanted:
+        end = prefix.rfind("/")
+        while end > 0 and prefix[:end] not in wanted:
+            end = prefix.rfind("/", 0, end)
+        if end <= 0:  # no ancestor below the root is wanted (nor the root)
+            kept.append(prefix)
+    kept.sort()
+    return tuple(kept)
 
 
 def ranges_in_key_order(prefixes: Iterable[str]) -> list[tuple[str, str | None]]:
