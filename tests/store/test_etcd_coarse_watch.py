@@ -8,11 +8,12 @@ from __future__ import annotations
 import asyncio
 import re
 import urllib.request
+from typing import Any
 
 import pytest
 
 import metaplane.store._etcd_prefixes as etcd_prefixes
-from metaplane.store import MetadataStore, Put, WatchBatch
+from metaplane.store import MetadataStore, PrefixWatch, Put, Unavailable, WatchBatch
 from metaplane.testing import EtcdMember
 from tests.store import test_prefix_watch as conformance
 
@@ -111,7 +112,7 @@ async def test_a_thousand_prefixes_of_one_parent_are_one_etcd_watcher(
         first = await watch.add(prefixes[:500])
         opened = await store.put(f"{prefixes[0]}/open", b"")
         await conformance.until(watch, opened)  # the stream is open, its watchers created
-        assert watchers(etcd) == base + 1
+        await until_watchers(etcd, base + 1)
         second, third = await asyncio.gather(
             watch.add(prefixes[500:900]), watch.add(prefixes[900:])
         )
@@ -125,7 +126,7 @@ async def test_a_thousand_prefixes_of_one_parent_are_one_etcd_watcher(
         await store.put(f"{prefixes[0]}/k2", b"")
         last = await store.put(f"{prefixes[999]}/end", b"")
         batches = await conformance.until(watch, last)
-        assert watchers(etcd) == base + 1
+        await until_watchers(etcd, base + 1)
         events = [b for b in batches if b.events]
         assert [b.revision for b in events] == [written, last]
         # prefixes[0] was removed before the batch was read: none of its events comes
@@ -158,3 +159,89 @@ async def test_a_thousand_prefixes_of_one_parent_are_one_etcd_watcher(
         await watch.remove(prefixes[1:] + others)
         assert watch.prefixes == frozenset()
         await until_watchers(etcd, base)
+
+
+async def _until_seen(watch: PrefixWatch, seen: list[WatchBatch], revision: int) -> None:
+    """Until a consumer of `watch` has seen `revision` (asking for progress meanwhile)."""
+    async with asyncio.timeout(20):
+        while not seen or seen[-1].revision < revision:
+            watch.request_progress()
+            await asyncio.sleep(0.01)
+
+
+@pytest.mark.usefixtures("few")
+async def test_a_covered_add_that_fails_leaves_nothing_behind(store: MetadataStore) -> None:
+    """An add under a parent already watched that fails (the store's revision unreadable)
+    leaves the prefix unfollowed; added again, its changes come. (Left half-added, its
+    events were dropped for good and the second add took it as followed.)"""
+    start = await store.revision() + 1
+    async with store.watch_prefixes(["/p/a", "/p/b"], start_revision=start) as watch:
+        opened = await store.put("/p/a/x", b"")
+        await conformance.until(watch, opened)  # the stream is open, the parent watched
+
+        async def unreadable() -> int:
+            raise Unavailable("etcd: injected")
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(store, "_revision", unreadable)
+            with pytest.raises(Unavailable, match="injected"):
+                await watch.add(["/p/c"])
+        assert watch.prefixes == {"/p/a", "/p/b"}
+        revision = await watch.add(["/p/c"])
+        written = await store.put("/p/c/k", b"v")
+        assert written > revision
+        batches = await conformance.until(watch, written)
+    assert [(b.revision, [e.key for e in b.events]) for b in batches if b.events] == [
+        (written, ["/p/c/k"])
+    ]
+
+
+@pytest.mark.usefixtures("few")
+async def test_a_covered_add_cancelled_while_the_stream_opens_stops_nothing(
+    store: MetadataStore,
+) -> None:
+    """An add under the parent that a stream's opening watches waits until the opening has
+    read its history; cancelled meanwhile (a caller's deadline), it leaves the prefix
+    unfollowed and the watch going. (Cancelling it once cancelled the opening itself: its
+    hold stayed and nothing was released again.)"""
+    start = await store.revision() + 1
+    early = await store.put("/p/a/early", b"")
+    async with store.watch_prefixes(["/p/a", "/p/b"], start_revision=start) as watch:
+        assert isinstance(watch, etcd_prefixes.EtcdPrefixWatch)
+        reading, gate = asyncio.Event(), asyncio.Event()
+        read_history = watch.read_history
+
+        async def held(*args: Any) -> int:
+            reading.set()
+            await gate.wait()
+            return await read_history(*args)
+
+        watch.read_history = held  # type: ignore[method-assign]
+        seen: list[WatchBatch] = []
+
+        async def consume() -> None:
+            async for batch in watch:
+                seen.append(batch)
+
+        consumer = asyncio.create_task(consume())
+        await asyncio.wait_for(reading.wait(), timeout=10)  # the opening reads its history
+        adding = asyncio.create_task(watch.add(["/p/c"]))
+        done, _ = await asyncio.wait({adding}, timeout=0.3)
+        assert not done, "the add did not wait for the opening"
+        adding.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await adding
+        assert watch.prefixes == {"/p/a", "/p/b"}
+        gate.set()
+        written = await store.put("/p/b/k", b"")
+        await _until_seen(watch, seen, written)
+        revision = await watch.add(["/p/c"])
+        later = await store.put("/p/c/k", b"")
+        assert later > revision
+        await _until_seen(watch, seen, later)
+        consumer.cancel()
+    assert [(b.revision, [e.key for e in b.events]) for b in seen if b.events] == [
+        (early, ["/p/a/early"]),
+        (written, ["/p/b/k"]),
+        (later, ["/p/c/k"]),
+    ]

@@ -110,6 +110,9 @@ class _Creation:
     follows: list[str] = field(default_factory=list)
     """The prefixes followed after the creation's revision (under the watchers created, or
     under a parent's created before them on the stream)."""
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once its watchers deliver what they cover (a stream's opening: once its history
+    is read too), or once the stream ended."""
 
 
 class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
@@ -136,6 +139,8 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
         """Watch id → the prefix of its watcher (a prefix followed, or a parent)."""
         self._watched: dict[str, int] = {}
         """The prefix of each watcher of this stream → its watch id."""
+        self._made_by: dict[int, _Creation] = {}
+        """Watch id → the creation that made it, on this stream."""
         self._dropped: set[int] = set()
         self._next_id = 1
         self._creating: dict[int, _Creation] = {}
@@ -173,6 +178,15 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
             self._counted(prefix, 1)
         try:
             return await self._add(new)
+        except BaseException:
+            # Not followed after all (an error, a cancellation): a prefix left without its
+            # revision would drop its events for good, and a later add would take it as
+            # followed already.
+            for prefix in new:
+                if prefix in self._after and self._after[prefix] is None:
+                    del self._after[prefix]
+                    self._counted(prefix, -1)
+            raise
         finally:
             self._adding.difference_update(new)
 
@@ -202,6 +216,8 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
 
     async def _add(self, new: list[str]) -> int:
         while True:
+            if self._closed:
+                raise Unavailable("etcd: the prefix watch is closed")
             stream = self._stream
             if stream is None:
                 revision = await self._store._revision()
@@ -217,7 +233,8 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
                     continue
             creation = self._create(stream, missing, hold=self._seen, follows=new)
             try:
-                return await creation.done
+                # shielded: a cancelled add must not cancel the creation (its hold would stay)
+                return await asyncio.shield(creation.done)
             except MetadataError:
                 continue  # the stream ended before they were created: on the next one
 
@@ -230,9 +247,12 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
         self._holds[hold] = self._seen
         try:
             for watcher in self._watchers_for(new):
-                creation = self._creating.get(self._watched.get(watcher, -1))
+                creation = self._made_by.get(self._watched.get(watcher, -1))
                 if creation is not None:
-                    await creation.done
+                    # Settled: acknowledged, and for a stream's opening its history read.
+                    await creation.settled.wait()
+            if self._stream is not stream:
+                raise _StreamChanged
             revision = await self._store._revision()
         except MetadataError:
             if self._stream is stream:
@@ -244,6 +264,7 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
             raise _StreamChanged  # a new stream: its history did not keep their events
         self._follow_after(new, revision)
         self._release(self._seen - (len(self._ids) > 1))
+        self._poke.set()  # a revision held meanwhile waits for its proof: ask at once
         self._wake()
         return revision
 
@@ -272,6 +293,7 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
             if prefix in unwatched:
                 del self._ids[watch_id]
                 self._watched.pop(prefix, None)
+                self._made_by.pop(watch_id, None)
                 self._dropped.add(watch_id)
                 if stream is not None:
                     cancel = rpc.WatchCancelRequest(watch_id=watch_id)
@@ -336,7 +358,7 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
             loop.create_task(self._watch_over(stream), name="etcd prefix watch dog"),
         ]
         self._ids, self._dropped, self._creating, self._holds = {}, set(), {}, {}
-        self._watched = {}
+        self._watched, self._made_by = {}, {}
         self._syncing = []
         self._flushing = None
         self._pending, self._seen, self._covered = {}, 0, 0
@@ -361,6 +383,7 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
             self._next_id += 1
             self._ids[watch_id] = prefix
             self._watched[prefix] = watch_id
+            self._made_by[watch_id] = creation
             self._creating[watch_id] = creation
             creation.waiting.add(watch_id)
             start, end = to_bytes(prefix), to_bytes(prefix_end(prefix))
@@ -395,16 +418,23 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
             self._follow_after(creation.follows, creation.revision)
             self._until_synced(creation)
             self._release(self._seen - 1)
+            creation.settled.set()
         if not creation.done.done():
             creation.done.set_result(creation.revision)
 
     async def _opened(self, stream: _Stream, creation: _Creation, index: int) -> None:
         """Once every watcher is created: the revisions up to then come from history."""
+        try:
+            await self._opening(stream, creation, index)
+        finally:
+            creation.settled.set()
+
+    async def _opening(self, stream: _Stream, creation: _Creation, index: int) -> None:
         if not creation.prefixes:
             creation.revision = await self._now(index)
             self._created(creation)
         try:
-            now = await creation.done
+            now = await asyncio.shield(creation.done)
         except MetadataError:
             return  # the stream ended: its reader said why
         assert self._passed is not None
@@ -484,6 +514,12 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
             self._pending.setdefault(revision, {})[watch_event.key] = watch_event
         return False
 
+    async def aclose(self) -> None:
+        stream = self._stream
+        await super().aclose()
+        if stream is not None:
+            self._forget(stream)  # an add waiting on the stream's creations ends
+
     async def _ended(self, stream: _Stream, ended: _Ended) -> None:
         self._forget(stream)
         await super()._ended(stream, ended)
@@ -494,6 +530,8 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
             if not creation.done.done():
                 creation.done.set_exception(Unavailable("etcd: the watch stream ended"))
                 creation.done.exception()  # retrieved: an add may have stopped waiting
+        for made in self._made_by.values():
+            made.settled.set()  # an add waiting on one starts again on the next stream
         self._creating = {}
         self._holds = {}
         self._syncing = []
