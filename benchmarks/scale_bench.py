@@ -93,6 +93,12 @@ class Row:
     extra: dict[str, Any] = field(default_factory=dict)
     unit: str = "s"
 
+    def add(self, ours: float, theirs: float) -> None:
+        """One round: each side's measure and their ratio."""
+        self.ours.append(ours)
+        self.theirs.append(theirs)
+        self.ratios.append(ours / theirs)
+
     @property
     def median(self) -> float:
         return statistics.median(self.ratios)
@@ -222,12 +228,8 @@ async def reads(
                 pair[name], used[name] = await timed_cpu(
                     lambda action=action: action(store)  # type: ignore[misc]
                 )
-            cache.ours.append(pair["cache"])
-            cache.theirs.append(pair["peer"])
-            cache.ratios.append(pair["cache"] / pair["peer"])
-            cpu.ours.append(used["cache"])
-            cpu.theirs.append(used["peer"])
-            cpu.ratios.append(used["cache"] / used["peer"])
+            cache.add(pair["cache"], pair["peer"])
+            cpu.add(used["cache"], used["peer"])
             out = work / f"snapshot-{backend}-{size}"
             shutil.rmtree(out, ignore_errors=True)
             export = [*cli, "snapshot", "export", "--store", url, "--out", str(out)]
@@ -242,9 +244,7 @@ async def reads(
                 else:
                     steps[name], megabytes = measure_peak(export)
                     peaks.append(megabytes)
-            snap.ours.append(steps["snapshot"])
-            snap.theirs.append(steps["peer"] + steps["start"])
-            snap.ratios.append(steps["snapshot"] / (steps["peer"] + steps["start"]))
+            snap.add(steps["snapshot"], steps["peer"] + steps["start"])
             console.log(
                 f"{backend} {size:,}: read {pair['peer']:.2f}s ({used['peer']:.2f} CPU-s),"
                 f" cache start {pair['cache']:.2f}s ({used['cache']:.2f} CPU-s),"
@@ -378,9 +378,7 @@ async def memory_section(args: argparse.Namespace, work: Path, console: Console)
                         ours = held / keys
                     else:
                         theirs = tuple_bytes(data) / len(data)
-                row.ours.append(ours)
-                row.theirs.append(theirs)
-                row.ratios.append(ours / theirs)
+                row.add(ours, theirs)
                 console.log(f"{size:,} cache {ours:.0f} B/key, tuples {theirs:.0f} B/key")
         rows.append(row)
         member = EtcdMember(
@@ -509,9 +507,7 @@ async def typed_section(args: argparse.Namespace, work: Path, console: Console) 
                     ours = per_million
                 else:
                     theirs = per_million
-            row.ours.append(ours)
-            row.theirs.append(theirs)
-            row.ratios.append(ours / theirs)
+            row.add(ours, theirs)
         per_second = 1_000_000 / statistics.median(row.ours)
         row.extra = {
             "typed_per_s": per_second,
@@ -558,14 +554,31 @@ async def read_topics(store: MetadataStore) -> int:
     return sum([len(await store.list(root.rstrip("/"))) for root in TOPIC_ROOTS])
 
 
-async def follow_topics(store: MetadataStore, prefixes: list[str]) -> tuple[float, int]:
+async def timed_read_topics(store: MetadataStore) -> tuple[float, float, int]:
+    """`read_topics`' wall and CPU seconds, and the keys it read."""
+    keys = 0
+
+    async def read() -> None:
+        nonlocal keys
+        keys = await read_topics(store)
+
+    seconds, cpu = await timed_cpu(read)
+    return seconds, cpu, keys
+
+
+async def follow_topics(store: MetadataStore, prefixes: list[str]) -> tuple[float, float, int]:
     """A broker's cache (started on its cluster-wide keys, not timed) given every topic at
-    once: the seconds until it serves them all, and the keys it then holds."""
+    once: the wall and CPU seconds until it serves them all, and the keys it then holds."""
     async with LocalCache(store, ["/cluster/register", "/cluster/leader"]) as cache:
-        started = time.perf_counter()
-        ready = await cache.follow(prefixes, timeout=None)
-        await cache.wait_for(ready, timeout=None)
-        return time.perf_counter() - started, len(cache)
+        keys = 0
+
+        async def follow() -> None:
+            nonlocal keys
+            await cache.wait_for(await cache.follow(prefixes, timeout=None), timeout=None)
+            keys = len(cache)
+
+        seconds, cpu = await timed_cpu(follow)
+        return seconds, cpu, keys
 
 
 def etcd_watchers(member: EtcdMember) -> int:
@@ -589,19 +602,11 @@ async def follows(
             keys: dict[str, int] = {}
             for name in ("peer", "follow") if round_ % 2 == 0 else ("follow", "peer"):
                 if name == "peer":
-                    started, clock = time.perf_counter(), time.process_time()
-                    keys[name] = await read_topics(store)
-                    pair[name] = time.perf_counter() - started
+                    pair[name], used[name], keys[name] = await timed_read_topics(store)
                 else:
-                    clock = time.process_time()
-                    pair[name], keys[name] = await follow_topics(store, prefixes)
-                used[name] = time.process_time() - clock
-            wall.ours.append(pair["follow"])
-            wall.theirs.append(pair["peer"])
-            wall.ratios.append(pair["follow"] / pair["peer"])
-            cpu.ours.append(used["follow"])
-            cpu.theirs.append(used["peer"])
-            cpu.ratios.append(used["follow"] / used["peer"])
+                    pair[name], used[name], keys[name] = await follow_topics(store, prefixes)
+            wall.add(pair["follow"], pair["peer"])
+            cpu.add(used["follow"], used["peer"])
             console.log(
                 f"{backend} {size:,}: read of the topics' keys {pair['peer']:.2f}s "
                 f"({keys['peer']:,} keys), follow {pair['follow']:.2f}s "

@@ -49,6 +49,32 @@ async def until_watchers(member: EtcdMember, count: int) -> None:
         raise AssertionError(f"etcd counts {seen} watchers, not {count}") from None
 
 
+class Consumer:
+    """A task reading a watch into `seen`, as a cache does (an add's acknowledgements are
+    read as the watch is)."""
+
+    def __init__(self, watch: PrefixWatch) -> None:
+        self.watch = watch
+        self.seen: list[WatchBatch] = []
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        async for batch in self.watch:
+            self.seen.append(batch)
+
+    async def until(self, revision: int) -> None:
+        """Until the watch has handed out `revision` (asking for progress meanwhile)."""
+        async with asyncio.timeout(20):
+            while not self.seen or self.seen[-1].revision < revision:
+                if self.task.done():
+                    self.task.result()  # the watch's error, if it raised one
+                self.watch.request_progress()
+                await asyncio.sleep(0.01)
+
+    def changes(self) -> list[tuple[int, list[str]]]:
+        return [(b.revision, sorted(e.key for e in b.events)) for b in self.seen if b.events]
+
+
 @pytest.mark.usefixtures("few")
 async def test_add_and_remove_while_writes_run_under_a_parent_watched(
     store: MetadataStore,
@@ -135,38 +161,17 @@ async def test_a_thousand_prefixes_of_one_parent_are_one_etcd_watcher(
         # A parent made watched by one add while another add under it waits for its
         # watcher (acknowledgements are read as the watch is: a consumer runs meanwhile).
         others = [f"/w/other/topic-{i:03d}" for i in range(200)]
-        seen: list[WatchBatch] = []
-
-        async def consume() -> None:
-            async for batch in watch:
-                seen.append(batch)
-
-        consumer = asyncio.create_task(consume())
+        consumer = Consumer(watch)
         await asyncio.gather(watch.add(others[:100]), watch.add(others[100:]))
-        assert watchers(etcd) == base + 2
+        await until_watchers(etcd, base + 2)
         ops = [Put(f"{others[0]}/k", b""), Put(f"{others[150]}/k", b"")]
         both = (await store.txn([], ops, [])).revision
-        async with asyncio.timeout(20):
-            while not seen or seen[-1].revision < both:
-                if consumer.done():
-                    consumer.result()
-                watch.request_progress()
-                await asyncio.sleep(0.01)
-        consumer.cancel()
-        assert [sorted(e.key for e in b.events) for b in seen if b.events] == [
-            [f"{others[0]}/k", f"{others[150]}/k"]
-        ]
+        await consumer.until(both)
+        consumer.task.cancel()
+        assert consumer.changes() == [(both, [f"{others[0]}/k", f"{others[150]}/k"])]
         await watch.remove(prefixes[1:] + others)
         assert watch.prefixes == frozenset()
         await until_watchers(etcd, base)
-
-
-async def _until_seen(watch: PrefixWatch, seen: list[WatchBatch], revision: int) -> None:
-    """Until a consumer of `watch` has seen `revision` (asking for progress meanwhile)."""
-    async with asyncio.timeout(20):
-        while not seen or seen[-1].revision < revision:
-            watch.request_progress()
-            await asyncio.sleep(0.01)
 
 
 @pytest.mark.usefixtures("few")
@@ -217,13 +222,7 @@ async def test_a_covered_add_cancelled_while_the_stream_opens_stops_nothing(
             return await read_history(*args)
 
         watch.read_history = held  # type: ignore[method-assign]
-        seen: list[WatchBatch] = []
-
-        async def consume() -> None:
-            async for batch in watch:
-                seen.append(batch)
-
-        consumer = asyncio.create_task(consume())
+        consumer = Consumer(watch)
         await asyncio.wait_for(reading.wait(), timeout=10)  # the opening reads its history
         adding = asyncio.create_task(watch.add(["/p/c"]))
         done, _ = await asyncio.wait({adding}, timeout=0.3)
@@ -234,13 +233,13 @@ async def test_a_covered_add_cancelled_while_the_stream_opens_stops_nothing(
         assert watch.prefixes == {"/p/a", "/p/b"}
         gate.set()
         written = await store.put("/p/b/k", b"")
-        await _until_seen(watch, seen, written)
+        await consumer.until(written)
         revision = await watch.add(["/p/c"])
         later = await store.put("/p/c/k", b"")
         assert later > revision
-        await _until_seen(watch, seen, later)
-        consumer.cancel()
-    assert [(b.revision, [e.key for e in b.events]) for b in seen if b.events] == [
+        await consumer.until(later)
+        consumer.task.cancel()
+    assert consumer.changes() == [
         (early, ["/p/a/early"]),
         (written, ["/p/b/k"]),
         (later, ["/p/c/k"]),

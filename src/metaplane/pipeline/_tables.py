@@ -79,10 +79,6 @@ class _Frames(Mapping[KeyKind, DataFrame]):
     def __len__(self) -> int:
         return len(TEMPLATES)
 
-    def kept(self) -> _Frames:
-        """The same tables, each persisted once built (the built ones are built again)."""
-        return _Frames(self._build, keep=True)
-
     def unpersist(self) -> None:
         with self._lock:
             for frame in self._built.values():
@@ -100,7 +96,9 @@ class Tables:
     def __init__(
         self, build: Callable[[KeyKind], DataFrame], unknown: DataFrame, *, keep: bool = False
     ) -> None:
-        self.kinds: Mapping[KeyKind, DataFrame] = _Frames(build, keep)
+        self._build = build
+        self._frames = _Frames(build, keep)
+        self.kinds: Mapping[KeyKind, DataFrame] = self._frames
         self.unknown = unknown.persist(StorageLevel.MEMORY_AND_DISK) if keep else unknown
         self.kept = keep
         self._views: dict[str, DataFrame] = {}
@@ -126,14 +124,10 @@ class Tables:
 
     def cached(self) -> Tables:
         """The same tables, kept in memory once read (for snapshots that fit)."""
-        frames = self.kinds
-        assert isinstance(frames, _Frames)
-        return Tables(frames._build, self.unknown, keep=True)
+        return Tables(self._build, self.unknown, keep=True)
 
     def unpersist(self) -> None:
-        frames = self.kinds
-        assert isinstance(frames, _Frames)
-        frames.unpersist()
+        self._frames.unpersist()
         self.unknown.unpersist()
         with self._lock:
             for view in self._views.values():
