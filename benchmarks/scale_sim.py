@@ -1,17 +1,27 @@
 """A simulated cluster at scale: N topics created at once on one store, ten brokers (the real
-BrokerNode, LeaderElection and LoadManager, as tasks of this process, with hosts that serve
-no traffic) placing and following them — what a large cluster's first minutes cost.
+BrokerNode, LeaderElection and LoadManager, with hosts that serve no traffic) placing and
+following them — what a large cluster's first minutes cost.
 
     .venv/bin/python benchmarks/scale_sim.py [--topics 100000] [--brokers 10] [--store sqlite]
-        [--create-in-flight 64]
+        [--create-in-flight 64] [--processes]
 
-It reports (from the moment the ten brokers have joined): the time to create the topics (bulk
-transactions of the ownership layout) while the leader already places them, the time until
-every topic is assigned (its batched fenced transactions) and until every broker has loaded
-and followed its share (its cache holds each topic's keys), the leader's
-cycle time at that size, each broker's cache (keys held, and the memory they take, measured
-with tracemalloc on one broker's cache alone), and the process's peak memory. A table is
-printed and JSON written to benchmarks/results/scale_sim.json.
+The brokers run as tasks of this process, or with `--processes` each as a process of its own
+(`python -m metaplane.cluster`, as `metaplane standalone` starts them), watched through their
+metrics endpoints. The topics are created as `TopicManager.create` creates them — each batch
+one fenced transaction that requires the namespace and every topic's absence — through the
+`Writer`, which sends a batch again while the store is unavailable and takes a batch it finds
+in place as done.
+
+It reports (from the moment the brokers have joined): the time to create the topics while
+the leader already places them, the time until every topic is assigned (its batched fenced
+transactions) and until every broker has loaded and followed its share (its cache holds each
+topic's keys), the leader's cycle time at that size, each broker's cache (keys held, and the
+memory they take) and the peak memory. With `--processes`, a broker's cache is set against
+what its share needs: a LocalCache of exactly one broker's prefixes (the cluster-wide ones,
+its assignments, its topics' and their namespaces' policies) started in this process under
+tracemalloc, beside the keys the broker's cache holds and the growth of its process's
+resident memory since it joined. A table is printed and JSON written to
+benchmarks/results/scale_sim.json.
 """
 
 from __future__ import annotations
@@ -21,12 +31,16 @@ import asyncio
 import gc
 import json
 import logging
+import os
 import resource
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import tracemalloc
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +49,27 @@ from rich.table import Table
 from sortedcontainers import SortedList
 
 from metaplane import layout
+from metaplane.cache import LocalCache
 from metaplane.cluster import LoadManagerConfig, Node, NodeSettings, Ranking
+from metaplane.cluster._broker import _cluster_wide, _topic_prefixes
+from metaplane.cluster._node import registration
 from metaplane.layout import TopicName
-from metaplane.resources import NULL, Delivery, NamespaceManager, OwnershipManager, encode
-from metaplane.store import Entry, MetadataStore, Put, connect_store
+from metaplane.resources import (
+    Change,
+    NamespaceManager,
+    OwnershipManager,
+    TopicManager,
+    Writer,
+    decode_value,
+)
+from metaplane.store import Entry, MetadataStore, connect_store
 from metaplane.testing import EtcdMember
 
 RESULTS = Path("benchmarks/results/scale_sim.json")
 NAMESPACES = 10
-PER_TXN = 32  # four keys a topic: 128 operations a transaction
+INDEX_BASE = 300
+"""A broker process's ports come from its index (metrics at 9040 + index): away from those
+of a `metaplane standalone` on the same machine."""
 
 
 def topic_names(count: int) -> list[TopicName]:
@@ -54,26 +80,23 @@ async def create_topics(
     store: MetadataStore, topics: list[TopicName], in_flight: int = 64
 ) -> float:
     """Every topic as `TopicManager.create` writes it (root, delivery, namespace entry, a
-    null marker), in bulk transactions, `in_flight` at a time; the seconds it took."""
+    null marker, under the namespace's and the topic's conditions), as many topics a
+    transaction as fit, `in_flight` transactions at a time through the `Writer` (sent again
+    while the store is unavailable; found in place, done); the seconds it took."""
     started = time.perf_counter()
     for namespace in sorted({topic.namespace for topic in topics}):
         await NamespaceManager(store).create(namespace)
-    root, delivery = encode(0), encode(Delivery.RELIABLE)
-    pending: list[asyncio.Task[object]] = []
-    for start in range(0, len(topics), PER_TXN):
-        ops = []
-        for topic in topics[start : start + PER_TXN]:
-            ops += [
-                Put(layout.topic_root(topic), root),
-                Put(layout.topic_delivery(topic), delivery),
-                Put(layout.namespace_topic(topic), NULL),
-                Put(layout.unassigned(topic), NULL),
-            ]
-        pending.append(asyncio.ensure_future(store.txn([], ops, [])))
-        if len(pending) >= in_flight:
-            await asyncio.gather(*pending)
-            pending = []
-    await asyncio.gather(*pending)
+    manager, writer = TopicManager(store), Writer(store)
+    per_txn = 1
+    while Change.join([manager.create_change(t) for t in topics[: per_txn + 1]]).fits:
+        per_txn += 1
+    gate = asyncio.Semaphore(in_flight)
+
+    async def create(batch: list[TopicName]) -> None:
+        async with gate:
+            await writer.apply(Change.join([manager.create_change(t) for t in batch]))
+
+    await asyncio.gather(*(create(topics[i : i + per_txn]) for i in range(0, len(topics), per_txn)))
     return time.perf_counter() - started
 
 
@@ -118,6 +141,217 @@ def _keys(cache: Any, prefix: str) -> list[str]:
     return [entry.key for entry in cache.list(prefix)]
 
 
+class Broker:
+    """One broker node as a process of its own (`python -m metaplane.cluster`), seen through
+    its metrics endpoint and /proc."""
+
+    def __init__(self, url: str, broker_id: int, folder: Path, session_ttl: int) -> None:
+        self.broker_id = broker_id
+        self.index = INDEX_BASE + broker_id
+        self.log = folder / f"broker-{broker_id}.log"
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable, "-m", "metaplane.cluster", "--store", url,
+                    "--broker-id", str(broker_id), "--index", str(self.index),
+                    "--session-ttl", str(session_ttl),
+                    "--ranking", Ranking.FAIR.value, "--rebalance-every", "3600",
+                ],
+                stdout=subprocess.PIPE, stderr=log, start_new_session=True,
+            )  # fmt: skip
+        self.joined_rss = 0
+
+    async def ready(self) -> None:
+        assert self.process.stdout is not None
+        line = await asyncio.to_thread(self.process.stdout.readline)
+        if line.strip() != b"ready":
+            raise RuntimeError(f"broker {self.broker_id} did not start: see {self.log}")
+        self.joined_rss = self.memory()["VmRSS"]
+
+    async def metrics(self) -> dict[str, float]:
+        """The broker's metrics: by name with their labels as exposed, and by name alone
+        (the values of its labels summed)."""
+        address = registration(self.broker_id, self.index).prom_exporter
+        text = await asyncio.to_thread(_fetch, f"http://{address}/metrics")
+        found: dict[str, float] = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                labelled, _, value = line.rpartition(" ")
+                found[labelled] = float(value)
+                name = labelled.split("{", 1)[0]
+                if name != labelled:
+                    found[name] = found.get(name, 0.0) + float(value)
+        return found
+
+    def memory(self) -> dict[str, int]:
+        """VmRSS and VmHWM of the process, in bytes."""
+        return _memory(self.process.pid)
+
+    def stop(self, timeout: float) -> bool:
+        """SIGTERM, then SIGKILL after `timeout`; True if it stopped by itself."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            return False
+
+
+def _fetch(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return response.read().decode()  # type: ignore[no-any-return]
+
+
+def _memory(pid: int) -> dict[str, int]:
+    found = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            found[name] = int(value.split()[0]) * 1024
+    return found
+
+
+async def share_caches(store: MetadataStore, broker_id: int) -> dict[str, float]:
+    """What `broker_id`'s share takes in a LocalCache, measured here under tracemalloc (the
+    broker's own cache lives in its process): a cache started at once on exactly its
+    prefixes — the cluster-wide ones, its assignments, its topics' and their namespaces'
+    policies — and closed (the keys and values, nothing of the watch): what the share
+    needs; and a cache that follows the share as the broker does, started on the
+    cluster-wide prefixes and given its topics in the leader's batches, with its watch open
+    (the data and every structure of following)."""
+    topics = await OwnershipManager(store).assignments(broker_id)
+    namespaces = [layout.namespace_policy(ns) for ns in sorted({t.namespace for t in topics})]
+    per_topic = [prefix for topic in topics for prefix in _topic_prefixes(topic)]
+    found: dict[str, float] = {}
+    prefixes = _cluster_wide(broker_id) + per_topic + namespaces
+    async with LocalCache(store, prefixes, decoder=decode_value):
+        pass  # once untraced: what the keys' first sight leaves behind (memos) is not counted
+    gc.collect()
+    tracemalloc.start()
+    try:
+        static = LocalCache(store, prefixes, decoder=decode_value)
+        await static.start()
+        await static.aclose()
+        gc.collect()
+        found["needed_keys"] = len(static)
+        found["needed_mb"] = tracemalloc.get_traced_memory()[0] / 2**20
+    finally:
+        tracemalloc.stop()  # a new count: what the first cache frees is not taken off it
+    del static
+    gc.collect()
+    tracemalloc.start()
+    try:
+        following = LocalCache(store, _cluster_wide(broker_id), decoder=decode_value)
+        await following.start()
+        batch = LoadManagerConfig().batch_size
+        for start in range(0, len(topics), batch):
+            chosen = topics[start : start + batch]
+            await following.follow(
+                [prefix for topic in chosen for prefix in _topic_prefixes(topic)] + namespaces
+            )
+        await following.wait_for(await store.revision())
+        gc.collect()
+        found["following_keys"] = len(following)
+        found["following_mb"] = tracemalloc.get_traced_memory()[0] / 2**20
+    finally:
+        tracemalloc.stop()
+    await following.aclose()
+    return found
+
+
+async def run_processes(
+    args: argparse.Namespace,
+    url: str,
+    store: MetadataStore,
+    member: EtcdMember | None,
+    result: dict[str, Any],
+) -> None:
+    """The brokers as processes; every figure from their metrics, /proc and the store."""
+    folder = Path(tempfile.mkdtemp(prefix="scale-sim-brokers-"))
+    result.update(brokers_as="processes", logs=str(folder))
+    brokers = [
+        Broker(url, broker, folder, args.session_ttl) for broker in range(1, args.brokers + 1)
+    ]
+    try:
+        await asyncio.gather(*(broker.ready() for broker in brokers))
+        started = time.perf_counter()
+        topics = topic_names(args.topics)
+        creating = asyncio.ensure_future(create_topics(store, topics, args.create_in_flight))
+
+        async def assigned() -> bool:
+            if not creating.done():
+                return False
+            result["create_s"] = creating.result()
+            return not await store.list(layout.unassigned_prefix(), keys_only=True, limit=1)
+
+        await until(assigned, args.timeout, every=1.0)
+        result["assigned_s"] = time.perf_counter() - started
+        scraped: list[dict[str, float]] = []
+
+        async def loaded() -> bool:
+            scraped[:] = await asyncio.gather(*(broker.metrics() for broker in brokers))
+            return sum(m["metaplane_broker_topics_owned"] for m in scraped) == len(topics)
+
+        await until(loaded, args.timeout, every=2.0)
+        result["loaded_and_followed_s"] = time.perf_counter() - started
+        leader = next(b for b, m in zip(brokers, scraped, strict=True) if m["metaplane_leader"])
+        before = (await leader.metrics())["metaplane_load_manager_cycles_total"]
+        timed = time.perf_counter()
+        await asyncio.sleep(5)  # a few idle cycles of the leader at this size
+        cycles = (await leader.metrics())["metaplane_load_manager_cycles_total"] - before
+        result["leader_cycle_s"] = (time.perf_counter() - timed) / max(cycles, 1)
+        scraped[:] = await asyncio.gather(*(broker.metrics() for broker in brokers))
+        result["owned_per_broker"] = sorted(
+            int(m["metaplane_broker_topics_owned"]) for m in scraped
+        )
+        result["cache_keys_per_broker"] = statistics.median(
+            m["metaplane_cache_keys"] for m in scraped
+        )
+        result["cache_prefixes_per_broker"] = statistics.median(
+            m["metaplane_cache_prefixes"] for m in scraped
+        )
+        for state in ("suspended", "lost"):
+            result[f"sessions_{state}"] = sum(
+                m[f'metaplane_session_transitions_total{{state="{state}"}}'] for m in scraped
+            )
+        result["step_failures"] = sum(m["metaplane_broker_step_failures_total"] for m in scraped)
+        followers = [b for b in brokers if b is not leader]
+        grown = [b.memory()["VmRSS"] - b.joined_rss for b in followers]
+        result["broker_rss_mb"] = statistics.median(b.memory()["VmRSS"] for b in followers) / 2**20
+        result["broker_rss_grown_mb"] = statistics.median(grown) / 2**20
+        result["broker_peak_rss_mb"] = max(b.memory()["VmHWM"] for b in followers) / 2**20
+        result["leader_peak_rss_mb"] = leader.memory()["VmHWM"] / 2**20
+        one = followers[0]
+        mine = next(m for b, m in zip(brokers, scraped, strict=True) if b is one)
+        share = await share_caches(store, one.broker_id)
+        result["one_broker_cache_keys"] = int(mine["metaplane_cache_keys"])
+        result["one_broker_needed_keys"] = int(share["needed_keys"])
+        result["one_broker_following_keys"] = int(share["following_keys"])
+        result["one_broker_needed_mb"] = share["needed_mb"]
+        result["one_broker_following_mb"] = share["following_mb"]
+        result["following_over_needed"] = share["following_mb"] / max(share["needed_mb"], 1e-9)
+        result["one_broker_rss_grown_mb"] = (one.memory()["VmRSS"] - one.joined_rss) / 2**20
+        etcd_memory(member, result)
+        report(args, result)  # before the stop, which is not what is measured
+    finally:
+        # All at once, as in one process: each broker's hand-over of its topics to the
+        # others, one after the other, would take minutes.
+        clean = await asyncio.gather(
+            *(asyncio.to_thread(broker.stop, args.stop_timeout) for broker in brokers)
+        )
+        logging.getLogger(__name__).warning(
+            "%d of %d brokers stopped within %g s", sum(clean), len(brokers), args.stop_timeout
+        )
+
+
+def etcd_memory(member: EtcdMember | None, result: dict[str, Any]) -> None:
+    if member is not None and member.process is not None:
+        result["etcd_peak_rss_mb"] = _memory(member.process.pid)["VmHWM"] / 2**20
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="scale-sim-"))
     member: EtcdMember | None = None
@@ -129,7 +363,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         url = f"sqlite://{folder / 'store.db'}?synchronous=normal"
     store = await connect_store(url)
-    topics = topic_names(args.topics)
     result: dict[str, Any] = {
         "topics": args.topics,
         "brokers": args.brokers,
@@ -137,55 +370,69 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "create_in_flight": args.create_in_flight,
     }
     try:
-        config = LoadManagerConfig(ranking=Ranking.FAIR, idle_every=1.0, rebalance_every=3600)
-        nodes = [
-            Node(store, NodeSettings(broker, broker, session_ttl=10, load_manager=config))
-            for broker in range(1, args.brokers + 1)
-        ]
-        for node in nodes:
-            await node.start()
-        started = time.perf_counter()
-        result["create_s"] = await create_topics(store, topics, args.create_in_flight)
-        ownership = OwnershipManager(store)
-
-        async def assigned() -> bool:
-            return not await store.list(layout.unassigned_prefix(), keys_only=True, limit=1)
-
-        await until(assigned, args.timeout)
-        result["assigned_s"] = time.perf_counter() - started
-
-        async def loaded() -> bool:
-            return sum(len(node.broker.owned) for node in nodes) == len(topics)
-
-        await until(loaded, args.timeout)
-        result["loaded_and_followed_s"] = time.perf_counter() - started
-        leader = next(node for node in nodes if node.election.is_leader)
-        cycles_before, timed = leader.load_manager.cycles, time.perf_counter()
-        await asyncio.sleep(5)  # a few idle cycles of the leader at this size
-        cycles = max(leader.load_manager.cycles - cycles_before, 1)
-        result["leader_cycle_s"] = (time.perf_counter() - timed) / cycles
-        result["owned_per_broker"] = sorted(len(node.broker.owned) for node in nodes)
-        result["cache_keys_per_broker"] = statistics.median(
-            len(node.broker.cache) for node in nodes
-        )
-        follower = next(node for node in nodes if not node.election.is_leader)
-        held = len(follower.broker.cache)
-        measured = cache_bytes(follower)
-        result["cache_bytes_one_broker"] = measured
-        result["cache_bytes_per_key"] = measured / max(held, 1)
-        result["assignments_of_one_broker"] = len(
-            await ownership.assignments(follower.settings.broker_id)
-        )
-        result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        report(args, result)  # before the stop, which is not what is measured
-        # All at once: stopped one after the other, each broker's hand-over of thousands
-        # of topics to the others outlasts its deadline, and the run takes minutes more.
-        await asyncio.gather(*(node.stop() for node in nodes))
+        if args.processes:
+            await run_processes(args, url, store, member, result)
+        else:
+            await run_tasks(args, store, member, result)
     finally:
         await store.aclose()
         if member is not None:
             member.kill()
     return result
+
+
+async def run_tasks(
+    args: argparse.Namespace,
+    store: MetadataStore,
+    member: EtcdMember | None,
+    result: dict[str, Any],
+) -> None:
+    """The brokers as tasks of this process."""
+    topics = topic_names(args.topics)
+    result["brokers_as"] = "tasks"
+    config = LoadManagerConfig(ranking=Ranking.FAIR, idle_every=1.0, rebalance_every=3600)
+    nodes = [
+        Node(store, NodeSettings(broker, broker, session_ttl=args.session_ttl, load_manager=config))
+        for broker in range(1, args.brokers + 1)
+    ]
+    for node in nodes:
+        await node.start()
+    started = time.perf_counter()
+    result["create_s"] = await create_topics(store, topics, args.create_in_flight)
+    ownership = OwnershipManager(store)
+
+    async def assigned() -> bool:
+        return not await store.list(layout.unassigned_prefix(), keys_only=True, limit=1)
+
+    await until(assigned, args.timeout)
+    result["assigned_s"] = time.perf_counter() - started
+
+    async def loaded() -> bool:
+        return sum(len(node.broker.owned) for node in nodes) == len(topics)
+
+    await until(loaded, args.timeout)
+    result["loaded_and_followed_s"] = time.perf_counter() - started
+    leader = next(node for node in nodes if node.election.is_leader)
+    cycles_before, timed = leader.load_manager.cycles, time.perf_counter()
+    await asyncio.sleep(5)  # a few idle cycles of the leader at this size
+    cycles = max(leader.load_manager.cycles - cycles_before, 1)
+    result["leader_cycle_s"] = (time.perf_counter() - timed) / cycles
+    result["owned_per_broker"] = sorted(len(node.broker.owned) for node in nodes)
+    result["cache_keys_per_broker"] = statistics.median(len(node.broker.cache) for node in nodes)
+    follower = next(node for node in nodes if not node.election.is_leader)
+    held = len(follower.broker.cache)
+    measured = cache_bytes(follower)
+    result["cache_bytes_one_broker"] = measured
+    result["cache_bytes_per_key"] = measured / max(held, 1)
+    result["assignments_of_one_broker"] = len(
+        await ownership.assignments(follower.settings.broker_id)
+    )
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    etcd_memory(member, result)
+    report(args, result)
+    # All at once: stopped one after the other, each broker's hand-over of thousands
+    # of topics to the others outlasts its deadline, and the run takes minutes more.
+    await asyncio.gather(*(node.stop() for node in nodes))
 
 
 def main() -> None:
@@ -194,6 +441,14 @@ def main() -> None:
     parser.add_argument("--brokers", type=int, default=10)
     parser.add_argument("--store", choices=("sqlite", "etcd"), default="sqlite")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--processes", action="store_true", help="each broker a process of its own")
+    parser.add_argument("--session-ttl", type=int, default=10)
+    parser.add_argument(
+        "--stop-timeout",
+        type=float,
+        default=60,
+        help="seconds a broker process has to hand over and stop before it is killed",
+    )
     parser.add_argument(
         "--create-in-flight",
         type=int,

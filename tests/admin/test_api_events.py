@@ -162,6 +162,10 @@ async def test_a_reset_goes_through_the_owning_broker(tmp_path: Path) -> None:
             exporter = registration(1, node.settings.index).prom_exporter
             metrics = await api.client.get(f"http://{exporter}/metrics")
             assert "metaplane_broker_topics_owned 1.0" in metrics.text
+            cache = node.broker.cache
+            assert cache is not None and cache.covers(layout.topic_root(TOPIC))
+            assert f"metaplane_cache_keys {float(len(cache))}" in metrics.text
+            assert f"metaplane_cache_prefixes {float(len(cache.prefixes))}" in metrics.text
     finally:
         await node.stop()  # flushes every pending cursor: the dropped ack is not among them
     entry = await store.get(layout.cursor(TOPIC, "billing"))

@@ -244,3 +244,87 @@ async def test_a_covered_add_cancelled_while_the_stream_opens_stops_nothing(
         (written, ["/p/b/k"]),
         (later, ["/p/c/k"]),
     ]
+
+
+@pytest.mark.usefixtures("few")
+async def test_a_covered_add_slowed_at_its_revision_read_loses_and_repeats_nothing(
+    store: MetadataStore,
+) -> None:
+    """A store slow to answer a covered add's revision read: writes land meanwhile under a
+    prefix followed and under the one being added. The followed one's change comes once, in
+    order; the added one's comes only above the revision the add returns (below it, the
+    caller's read at that revision has it)."""
+    start = await store.revision() + 1
+    async with store.watch_prefixes(["/p/a", "/p/b"], start_revision=start) as watch:
+        consumer = Consumer(watch)
+        opened = await store.put("/p/a/x", b"")
+        await consumer.until(opened)  # the stream is open, the parent watched
+        reading, gate = asyncio.Event(), asyncio.Event()
+        read_revision = store._revision  # type: ignore[attr-defined]
+
+        async def slow() -> int:
+            reading.set()
+            await gate.wait()  # answered once the writes below are in
+            revision: int = await read_revision()
+            return revision
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(store, "_revision", slow)
+            adding = asyncio.create_task(watch.add(["/p/c"]))
+            await asyncio.wait_for(reading.wait(), timeout=10)
+            followed = await store.put("/p/a/during", b"")
+            added = await store.put("/p/c/during", b"")
+            assert not adding.done()
+            gate.set()
+            revision = await adding
+        assert revision >= added
+        assert watch.prefixes == {"/p/a", "/p/b", "/p/c"}
+        later = await store.put("/p/c/after", b"")
+        await consumer.until(later)
+        consumer.task.cancel()
+    assert consumer.changes() == [
+        (opened, ["/p/a/x"]),
+        (followed, ["/p/a/during"]),
+        (later, ["/p/c/after"]),
+    ]
+
+
+@pytest.mark.usefixtures("few")
+async def test_a_covered_add_waiting_on_a_slow_opening_follows_from_its_revision(
+    store: MetadataStore,
+) -> None:
+    """A stream's opening slow to read its history (a slow store): an add under the parent
+    it watches waits until the history is read, then follows from its own revision; what
+    the opening replays comes once, and the added prefix's changes only above that
+    revision."""
+    start = await store.revision() + 1
+    early = await store.put("/p/a/early", b"")
+    async with store.watch_prefixes(["/p/a", "/p/b"], start_revision=start) as watch:
+        assert isinstance(watch, etcd_prefixes.EtcdPrefixWatch)
+        reading, gate = asyncio.Event(), asyncio.Event()
+        read_history = watch.read_history
+
+        async def slow(*args: Any) -> int:
+            reading.set()
+            await gate.wait()
+            return await read_history(*args)
+
+        watch.read_history = slow  # type: ignore[method-assign]
+        consumer = Consumer(watch)
+        await asyncio.wait_for(reading.wait(), timeout=10)  # the opening reads its history
+        adding = asyncio.create_task(watch.add(["/p/c"]))
+        during = await store.put("/p/b/during", b"")
+        before = await store.put("/p/c/before", b"")
+        done, _ = await asyncio.wait({adding}, timeout=0.3)
+        assert not done, "the add did not wait for the opening"
+        gate.set()
+        revision = await adding
+        assert revision >= before
+        later = await store.put("/p/c/after", b"")
+        await consumer.until(later)
+        consumer.task.cancel()
+    assert consumer.changes() == [
+        (early, ["/p/a/early"]),
+        (during, ["/p/b/during"]),
+        (later, ["/p/c/after"]),
+    ]

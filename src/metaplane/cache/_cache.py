@@ -195,6 +195,11 @@ class LocalCache:
         return tuple(sorted(self._followed))
 
     @property
+    def prefix_count(self) -> int:
+        """How many prefixes the cache holds and serves now (`len(prefixes)`, unsorted)."""
+        return len(self._followed)
+
+    @property
     def applied_revision(self) -> int:
         """Every change up to this revision is in the cache; none after it."""
         return self._applied

@@ -9,16 +9,28 @@ import asyncio
 import logging
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from metaplane.cluster._journal import NO_JOURNAL, FileJournal, Journal
+from metaplane.cluster._load_manager import LoadManagerConfig
 from metaplane.cluster._node import NodeSettings, run_node
+from metaplane.cluster._rankings import Ranking
 from metaplane.store import MetadataStore
 
 
 def ready() -> None:
     sys.stdout.write("ready\n")  # the parent process waits for this line
     sys.stdout.flush()
+
+
+def load_manager_config(ranking: str | None, rebalance_every: float | None) -> LoadManagerConfig:
+    config = LoadManagerConfig()
+    if ranking is not None:
+        config = replace(config, ranking=Ranking(ranking))
+    if rebalance_every is not None:
+        config = replace(config, rebalance_every=rebalance_every)
+    return config
 
 
 def main() -> None:
@@ -32,6 +44,9 @@ def main() -> None:
     # For tests: a journal of what the node does, and faults read from a control file.
     parser.add_argument("--journal", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--faults", type=Path, help=argparse.SUPPRESS)
+    # For benchmarks (scale_sim): the LoadManager's ranking and rebalancing period.
+    parser.add_argument("--ranking", choices=[r.value for r in Ranking], help=argparse.SUPPRESS)
+    parser.add_argument("--rebalance-every", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
     logging.basicConfig(
         level=logging.INFO,
@@ -45,6 +60,7 @@ def main() -> None:
         load_report_interval=1.0,
         rate=args.rate,
         endpoints=True,
+        load_manager=load_manager_config(args.ranking, args.rebalance_every),
     )
     journal: Journal = NO_JOURNAL
     if args.journal is not None:

@@ -251,6 +251,12 @@ class BrokerCollector(Collector):
             "Time the cache last took to pass the store's current revision.",
             self.metrics.lag_seconds,
         )
+        yield gauge("metaplane_cache_keys", "Keys the cache holds.", len(cache))
+        yield gauge(
+            "metaplane_cache_prefixes",
+            "Prefixes the cache follows (two a topic served, and the cluster-wide ones).",
+            cache.prefix_count,
+        )
         yield counter("metaplane_cache_watch_resumes", "Broken watches resumed.", cache.resumes)
         yield counter("metaplane_cache_resyncs", "Full resyncs (history compacted).", cache.resyncs)
         yield states(

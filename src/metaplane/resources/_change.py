@@ -88,6 +88,17 @@ class Change:
     def compares(self) -> tuple[Compare, ...]:
         return tuple(condition.compare for condition in self.conditions)
 
+    @staticmethod
+    def join(changes: Iterable[Change]) -> Change:
+        """One change of all of `changes`, in their order: built once (adding change to
+        change copies the sum so far each time)."""
+        parts = list(changes)
+        return Change(
+            tuple(condition for part in parts for condition in part.conditions),
+            tuple(op for part in parts for op in part.ops),
+            tuple(read for part in parts for read in part.reads),
+        )
+
     def __add__(self, other: Change) -> Change:
         return Change(
             self.conditions + other.conditions, self.ops + other.ops, self.reads + other.reads

@@ -82,10 +82,7 @@ class TopicManager(Manager):
         fit in one transaction (`create` then writes it in chunks)."""
         parts = [_parent_creation(topic, partitions, delivery)]
         parts.extend(_creation(partition, delivery) for partition in topic.partitions(partitions))
-        return Change(
-            tuple(condition for part in parts for condition in part.conditions),
-            tuple(op for part in parts for op in part.ops),
-        )  # built once: adding change to change would copy it for each partition
+        return Change.join(parts)
 
     async def create(
         self, topic: TopicName, *, partitions: int = 0, delivery: Delivery = Delivery.RELIABLE
