@@ -57,12 +57,14 @@ from metaplane.layout import TopicName
 from metaplane.resources import (
     Change,
     NamespaceManager,
+    ObjectDescriptor,
     OwnershipManager,
     TopicManager,
     Writer,
     decode_value,
+    encode,
 )
-from metaplane.store import Entry, MetadataStore, connect_store
+from metaplane.store import Entry, MetadataStore, Put, connect_store
 from metaplane.testing import EtcdMember
 
 RESULTS = Path("benchmarks/results/scale_sim.json")
@@ -145,13 +147,16 @@ class Broker:
     """One broker node as a process of its own (`python -m metaplane.cluster`), seen through
     its metrics endpoint and /proc."""
 
-    def __init__(self, url: str, broker_id: int, folder: Path, session_ttl: int) -> None:
+    def __init__(
+        self, url: str, broker_id: int, folder: Path, session_ttl: int, niceness: int
+    ) -> None:
         self.broker_id = broker_id
         self.index = INDEX_BASE + broker_id
         self.log = folder / f"broker-{broker_id}.log"
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 [
+                    "nice", "-n", str(niceness),
                     sys.executable, "-m", "metaplane.cluster", "--store", url,
                     "--broker-id", str(broker_id), "--index", str(self.index),
                     "--session-ttl", str(session_ttl),
@@ -262,6 +267,52 @@ async def share_caches(store: MetadataStore, broker_id: int) -> dict[str, float]
     return found
 
 
+async def apply_rate(
+    store: MetadataStore, brokers: list[Broker], topics: list[TopicName], writes: int
+) -> dict[str, float]:
+    """A burst of `writes` changes to the topics' keys (storage object descriptors, as a
+    topic's offload writes them: a key the brokers follow and none acts on), 100 a
+    transaction, 8 transactions at once; then the policy of a namespace every broker follows,
+    so that its cache's applied revision passes it. The store's write rate, and how long
+    until every broker's cache has applied the burst: on etcd each broker receives every
+    change of the namespaces whose parent it watches, and keeps its own."""
+    descriptor = encode(
+        ObjectDescriptor(
+            completed=True, created_at=1, end_offset=99, etag=None, object_id="o", size=1,
+            start_offset=0,
+        )
+    )  # fmt: skip
+    chosen = [topics[(i * 7919) % len(topics)] for i in range(writes)]
+    gate = asyncio.Semaphore(8)
+
+    async def put(batch: list[TopicName], offset: int) -> None:
+        ops = [Put(layout.storage_object(t, offset + i), descriptor) for i, t in enumerate(batch)]
+        async with gate:
+            await store.txn([], ops, [])
+
+    policy = layout.namespace_policy(topics[0].namespace)
+    held = await store.get(policy)
+    assert held is not None, policy
+    started = time.perf_counter()
+    await asyncio.gather(*(put(chosen[i : i + 100], i) for i in range(0, len(chosen), 100)))
+    written = time.perf_counter() - started
+    last = await store.put(policy, held.value)
+
+    async def applied() -> bool:
+        scraped = await asyncio.gather(*(broker.metrics() for broker in brokers))
+        return all(m["metaplane_cache_applied_revision"] >= last for m in scraped)
+
+    await until(applied, 600, every=0.2)
+    caught_up = time.perf_counter() - started
+    return {
+        "apply_writes": writes,
+        "apply_store_writes_per_s": writes / written,
+        "apply_all_caught_up_s": caught_up,
+        "apply_lag_after_last_write_s": caught_up - written,
+        "apply_events_per_s_per_broker": writes / caught_up,
+    }
+
+
 async def run_processes(
     args: argparse.Namespace,
     url: str,
@@ -271,9 +322,10 @@ async def run_processes(
 ) -> None:
     """The brokers as processes; every figure from their metrics, /proc and the store."""
     folder = Path(tempfile.mkdtemp(prefix="scale-sim-brokers-"))
-    result.update(brokers_as="processes", logs=str(folder))
+    result.update(brokers_as="processes", broker_niceness=args.nice, logs=str(folder))
     brokers = [
-        Broker(url, broker, folder, args.session_ttl) for broker in range(1, args.brokers + 1)
+        Broker(url, broker, folder, args.session_ttl, args.nice)
+        for broker in range(1, args.brokers + 1)
     ]
     try:
         await asyncio.gather(*(broker.ready() for broker in brokers))
@@ -334,6 +386,8 @@ async def run_processes(
         result["one_broker_following_mb"] = share["following_mb"]
         result["following_over_needed"] = share["following_mb"] / max(share["needed_mb"], 1e-9)
         result["one_broker_rss_grown_mb"] = (one.memory()["VmRSS"] - one.joined_rss) / 2**20
+        if args.apply_writes:
+            result.update(await apply_rate(store, brokers, topics, args.apply_writes))
         etcd_memory(member, result)
         report(args, result)  # before the stop, which is not what is measured
     finally:
@@ -365,6 +419,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     store = await connect_store(url)
     result: dict[str, Any] = {
         "topics": args.topics,
+        "session_ttl": args.session_ttl,
         "brokers": args.brokers,
         "store": args.store,
         "create_in_flight": args.create_in_flight,
@@ -443,6 +498,19 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--processes", action="store_true", help="each broker a process of its own")
     parser.add_argument("--session-ttl", type=int, default=10)
+    parser.add_argument(
+        "--apply-writes",
+        type=int,
+        default=50_000,
+        help="with --processes: changes written at the end, to time the brokers' watches",
+    )
+    parser.add_argument(
+        "--nice",
+        type=int,
+        default=10,
+        help="the broker processes' niceness: on one machine the store gets the CPU first, "
+        "as on a cluster where it has machines of its own",
+    )
     parser.add_argument(
         "--stop-timeout",
         type=float,

@@ -49,6 +49,7 @@ def shape(view: ClusterView) -> tuple[object, ...]:
         {topic: sorted(owners, key=lambda o: o.key) for topic, owners in view.owners.items()},
         view.waiting,
         view.reports,
+        view.owned_count,
     )
 
 
@@ -67,6 +68,8 @@ async def test_a_view_from_the_changes_is_the_view_of_a_whole_read(seed: int) ->
                 await cache.wait_for(revision)
             view = await reader.read()
             assert shape(view) == shape(read_view(cache))
+            counted = {broker: len(topics) for broker, topics in view.by_broker().items()}
+            assert view.owned_count == counted
             handed_out.append((view, shape(view)))
         assert all(shape(view) == then for view, then in handed_out)
         assert 1 < reader.whole_reads < 10  # the first, and one after each burst

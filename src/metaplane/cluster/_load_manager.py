@@ -216,7 +216,7 @@ class LoadManager:
         ready = await self._ready_to_place(view)
         if not ready:
             return False
-        loads = broker_loads(view)
+        loads = broker_loads(view, listed=False)  # no topic weights: counts rank alike
         preferred: dict[TopicName, int] = {}
         avoid: dict[TopicName, int] = {}
         for topic in ready:
@@ -364,11 +364,13 @@ class LoadManager:
         return True
 
 
-def broker_loads(view: ClusterView) -> list[BrokerLoad]:
+def broker_loads(view: ClusterView, *, listed: bool = True) -> list[BrokerLoad]:
     """The rankings' input: each registered broker, its mode, the topics the store says it
-    owns, and the CPU and memory of its last load report."""
+    owns, and the CPU and memory of its last load report. Not `listed`: each broker's topics
+    counted, not listed (`BrokerLoad.counted`) — as the placement of waiting topics ranks
+    them (every topic weighs the same), at no cost that grows with the cluster."""
     loads = []
-    owned = view.by_broker()
+    owned = view.by_broker() if listed else {}
     for broker_id in sorted(view.registered):
         mode = view.mode(broker_id)
         if mode is None:
@@ -384,6 +386,7 @@ def broker_loads(view: ClusterView) -> list[BrokerLoad]:
                 broker_id=broker_id,
                 mode=mode,
                 topics=frozenset(owned.get(broker_id, ())),
+                counted=None if listed else view.owned_count.get(broker_id, 0),
                 cpu=usage.get("CPU"),
                 memory=usage.get("Memory"),
             )

@@ -43,6 +43,9 @@ class ClusterView:
     owners: dict[TopicName, list[Versioned[int]]] = field(default_factory=dict)
     waiting: dict[TopicName, Versioned[Marker]] = field(default_factory=dict)
     reports: dict[int, Versioned[LoadReport]] = field(default_factory=dict)
+    owned_count: dict[int, int] = field(default_factory=dict)
+    """How many topics each broker owns (its assignments), kept as `owners` changes: a
+    cycle's rankings and its search for lost brokers need no walk of every owner."""
 
     def copy(self) -> ClusterView:
         """A view that the changes applied to this one later do not reach: its dicts and
@@ -54,6 +57,7 @@ class ClusterView:
             dict(self.owners),
             dict(self.waiting),
             dict(self.reports),
+            dict(self.owned_count),
         )
 
     def assigned_to(self, broker_id: int) -> set[TopicName]:
@@ -76,8 +80,7 @@ class ClusterView:
 
     def lost(self) -> set[int]:
         """Brokers that own topics or left a load report, but are no longer registered."""
-        holders = {owner.value for owners in self.owners.values() for owner in owners}
-        return (holders | set(self.reports)) - self.registered
+        return (set(self.owned_count) | set(self.reports)) - self.registered
 
     def active(self) -> set[int]:
         return {b for b in self.registered if self.mode(b) is BrokerMode.ACTIVE}
@@ -217,6 +220,7 @@ def _add(view: ClusterView, fact: _Fact) -> None:
     if kind is _Kind.OWNER:
         assert fact.topic is not None and fact.versioned is not None
         view.owners.setdefault(fact.topic, []).append(fact.versioned)
+        view.owned_count[fact.broker_id] = view.owned_count.get(fact.broker_id, 0) + 1
     elif kind is _Kind.WAITING:
         assert fact.topic is not None and fact.versioned is not None
         view.waiting[fact.topic] = fact.versioned
@@ -235,6 +239,7 @@ def _add_shared(view: ClusterView, fact: _Fact) -> None:
     if fact.kind is _Kind.OWNER:
         assert fact.topic is not None and fact.versioned is not None
         view.owners[fact.topic] = [*view.owners.get(fact.topic, ()), fact.versioned]
+        view.owned_count[fact.broker_id] = view.owned_count.get(fact.broker_id, 0) + 1
     else:
         _add(view, fact)
 
@@ -245,11 +250,18 @@ def _remove(view: ClusterView, fact: _Fact) -> None:
     if kind is _Kind.OWNER:
         assert fact.topic is not None and fact.versioned is not None
         key = fact.versioned.key
-        rest = [owner for owner in view.owners.get(fact.topic, ()) if owner.key != key]
+        held = view.owners.get(fact.topic, ())
+        rest = [owner for owner in held if owner.key != key]
         if rest:
             view.owners[fact.topic] = rest
         else:
             view.owners.pop(fact.topic, None)
+        if len(rest) < len(held):
+            count = view.owned_count[fact.broker_id] - 1
+            if count:
+                view.owned_count[fact.broker_id] = count
+            else:
+                del view.owned_count[fact.broker_id]
     elif kind is _Kind.WAITING:
         assert fact.topic is not None
         view.waiting.pop(fact.topic, None)
