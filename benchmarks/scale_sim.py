@@ -64,14 +64,11 @@ from metaplane.resources import (
     decode_value,
     encode,
 )
-from metaplane.store import Entry, MetadataStore, Put, connect_store
+from metaplane.store import Entry, MetadataError, MetadataStore, Put, connect_store
 from metaplane.testing import EtcdMember
 
 RESULTS = Path("benchmarks/results/scale_sim.json")
 NAMESPACES = 10
-INDEX_BASE = 300
-"""A broker process's ports come from its index (metrics at 9040 + index): away from those
-of a `metaplane standalone` on the same machine."""
 
 
 def topic_names(count: int) -> list[TopicName]:
@@ -148,10 +145,10 @@ class Broker:
     its metrics endpoint and /proc."""
 
     def __init__(
-        self, url: str, broker_id: int, folder: Path, session_ttl: int, niceness: int
+        self, url: str, broker_id: int, folder: Path, session_ttl: int, niceness: int, base: int
     ) -> None:
         self.broker_id = broker_id
-        self.index = INDEX_BASE + broker_id
+        self.index = base + broker_id
         self.log = folder / f"broker-{broker_id}.log"
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
@@ -324,7 +321,7 @@ async def run_processes(
     folder = Path(tempfile.mkdtemp(prefix="scale-sim-brokers-"))
     result.update(brokers_as="processes", broker_niceness=args.nice, logs=str(folder))
     brokers = [
-        Broker(url, broker, folder, args.session_ttl, args.nice)
+        Broker(url, broker, folder, args.session_ttl, args.nice, args.index_base)
         for broker in range(1, args.brokers + 1)
     ]
     try:
@@ -387,7 +384,10 @@ async def run_processes(
         result["following_over_needed"] = share["following_mb"] / max(share["needed_mb"], 1e-9)
         result["one_broker_rss_grown_mb"] = (one.memory()["VmRSS"] - one.joined_rss) / 2**20
         if args.apply_writes:
-            result.update(await apply_rate(store, brokers, topics, args.apply_writes))
+            try:
+                result.update(await apply_rate(store, brokers, topics, args.apply_writes))
+            except (MetadataError, TimeoutError, OSError) as error:  # the rest still reported
+                result["apply_error"] = repr(error)
         etcd_memory(member, result)
         report(args, result)  # before the stop, which is not what is measured
     finally:
@@ -498,6 +498,13 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--processes", action="store_true", help="each broker a process of its own")
     parser.add_argument("--session-ttl", type=int, default=10)
+    parser.add_argument(
+        "--index-base",
+        type=int,
+        default=300,
+        help="broker N's ports come from index base + N (metrics at 9040 + index): away from "
+        "those of a `metaplane standalone`, or of another run, on the same machine",
+    )
     parser.add_argument(
         "--apply-writes",
         type=int,
