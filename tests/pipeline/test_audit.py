@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+import metaplane.pipeline._audit as audit_module
 from metaplane import layout
 from metaplane.layout import KeyKind, TopicName, parse
 from metaplane.pipeline import (
@@ -32,7 +33,14 @@ from metaplane.pipeline import (
     write_tables,
 )
 from metaplane.pipeline._audit import checks_named
-from metaplane.resources import BrokerMode, BrokerState, ObjectDescriptor, decode, encode
+from metaplane.resources import (
+    BrokerMode,
+    BrokerState,
+    LoadReport,
+    ObjectDescriptor,
+    decode,
+    encode,
+)
 from metaplane.schema import SchemaRegistry
 from metaplane.store import MemoryStore
 from tests.pipeline.conftest import FaultsAnalysis, write_snapshot
@@ -229,3 +237,37 @@ def test_the_epoch_check_applies_where_metaplanes_coordination_shows(
         snapshot = write_snapshot(tmp_path / f"snapshot-{number}", rows)
         tables = parse_tables(classify(snapshot_frame(spark, snapshot)))
         assert bool(audit(tables, check).collect()) is fires, rows
+
+
+def test_a_load_report_may_list_only_its_first_topics_and_count_them_all(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """metaplane's brokers list at most LOAD_REPORT_TOPICS topics (the first) and count them
+    all; a report is still stale when it counts wrong, lists fewer below the cap, or lists
+    a topic its broker does not own."""
+    monkeypatch.setattr(audit_module, "LOAD_REPORT_TOPICS", 2)
+    topics = [TopicName("default", f"t{i}") for i in range(10)]
+    owned = {1: topics[0:3], 2: topics[3:6], 3: topics[6:7], 4: topics[7:10]}
+    listed = {
+        1: (topics[0:2], 3),  # capped, all counted: not stale
+        2: (topics[3:5], 2),  # capped, but counted as listed
+        3: (topics[6:7], 1),  # whole: not stale
+        4: (topics[7:8], 3),  # fewer than the cap listed
+    }
+    rows = [(layout.topic_root(topic), b"0") for topic in topics]
+    for broker, mine in owned.items():
+        rows.append((layout.broker_registration(broker), REGISTRATION))
+        rows += [(layout.assignment(broker, topic), b"null") for topic in mine]
+        paths, count = listed[broker]
+        report = LoadReport(
+            resources_usage=[], topic_list=[t.path for t in paths], topics_len=count
+        )
+        rows.append((layout.load_report(broker), encode(report)))
+    another = LoadReport(resources_usage=[], topic_list=[topics[0].path], topics_len=1)
+    rows += [(layout.broker_registration(6), REGISTRATION)]
+    rows += [(layout.load_report(6), encode(another))]
+    snapshot = write_snapshot(tmp_path / "snapshot", rows)
+    tables = parse_tables(classify(snapshot_frame(spark, snapshot)))
+    findings = audit(tables, checks_named(["load-report-stale"])).collect()
+    stale = sorted(key for row in findings for key in row["keys"])
+    assert stale == sorted(layout.load_report(b) for b in (2, 4, 6))  # 6 lists another's

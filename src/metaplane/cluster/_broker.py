@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import os
 import random
@@ -28,6 +29,7 @@ from metaplane.cluster._moves import UNLOAD
 from metaplane.coordination import Session, SessionState
 from metaplane.layout import KeyKind, TopicName
 from metaplane.resources import (
+    LOAD_REPORT_TOPICS,
     BrokerMode,
     BrokerRegistered,
     BrokerRegistration,
@@ -828,15 +830,16 @@ class BrokerNode:
                 log.warning("broker %d: load report not written: %s", self.broker_id, error)
 
     def load_report(self) -> LoadReport:
-        """The host's CPU and memory (percent), this process's, and the topics served."""
-        topics = sorted(topic.path for topic in self._serving)
+        """The host's CPU and memory (percent), this process's, and the topics served: the
+        first `LOAD_REPORT_TOPICS` listed, all counted."""
+        topics = heapq.nsmallest(LOAD_REPORT_TOPICS, (topic.path for topic in self._serving))
         usage = [
             ResourceUsage(resource="CPU", usage=round(psutil.cpu_percent(interval=None))),
             ResourceUsage(resource="Memory", usage=round(psutil.virtual_memory().percent)),
             ResourceUsage(resource="ProcessCPU", usage=round(self._process.cpu_percent(None))),
             ResourceUsage(resource="ProcessMemory", usage=round(self._process.memory_percent())),
         ]
-        return LoadReport(resources_usage=usage, topic_list=topics, topics_len=len(topics))
+        return LoadReport(resources_usage=usage, topic_list=topics, topics_len=len(self._serving))
 
 
 class _Step(Protocol):

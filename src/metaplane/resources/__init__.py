@@ -68,6 +68,7 @@ from metaplane.resources._storage import StorageManager
 from metaplane.resources._subscriptions import SubscriptionData, SubscriptionManager
 from metaplane.resources._topics import TopicInfo, TopicManager
 from metaplane.resources._values import (
+    LOAD_REPORT_TOPICS,
     U32,
     U64,
     VALUE_TYPES,
@@ -112,6 +113,7 @@ from metaplane.resources._values import (
 
 __all__ = [
     "DEFAULT_POLICY",
+    "LOAD_REPORT_TOPICS",
     "NULL",
     "ONCE",
     "U32",

@@ -110,8 +110,17 @@ class ResourceUsage(Struct, frozen=True, kw_only=True):
             raise MalformedValue("load report", f"{self.resource} usage {self.usage} is negative")
 
 
+LOAD_REPORT_TOPICS = 1_000
+"""The topics a metaplane broker lists in its load report at most: the first in order of
+their paths; `topics_len` counts them all. Listed whole, a broker of 100,000 topics wrote
+1.3 MB a second (above a value's 1 MiB limit from about 80,000 topics: no report at all),
+into every store's history; the assignments under `/cluster/brokers/{id}` are what says
+which topics a broker serves."""
+
+
 class LoadReport(Struct, frozen=True, kw_only=True):
-    """`/cluster/load/{id}`, the seed's form (topic paths "/ns/topic" and their count)."""
+    """`/cluster/load/{id}`, the seed's form (topic paths "/ns/topic" and their count). A
+    metaplane broker lists at most `LOAD_REPORT_TOPICS` of them; Danube lists them all."""
 
     resources_usage: list[ResourceUsage]
     topic_list: list[str]
