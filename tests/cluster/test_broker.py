@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -78,6 +78,21 @@ async def test_registers_again_when_its_lease_is_lost(
     assert broker.session.state in (SessionState.REESTABLISHED, SessionState.CONNECTED)
 
 
+async def reported(store: MetadataStore, holds: Callable[[LoadReport], bool]) -> LoadReport:
+    """The broker's load report, once one it writes holds `holds` (waited for by change)."""
+    reports: list[LoadReport] = []
+
+    async def written() -> bool:
+        entry = await store.get(layout.load_report(BROKER))
+        if entry is None:
+            return False
+        reports.append(decode(LoadReport, entry.value))
+        return holds(reports[-1])
+
+    await converged(store, written)
+    return reports[-1]
+
+
 async def test_load_reports_carry_host_and_process_usage_and_the_topics(
     store: MetadataStore, broker: BrokerNode
 ) -> None:
@@ -85,17 +100,7 @@ async def test_load_reports_carry_host_and_process_usage_and_the_topics(
     for topic in topics[:2]:
         await OwnershipManager(store).assign(topic, BROKER)
     owned = sorted(topic.path for topic in topics[:2])
-    reports: list[LoadReport] = []
-
-    async def reported() -> bool:
-        entry = await store.get(layout.load_report(BROKER))
-        if entry is None:
-            return False
-        reports.append(decode(LoadReport, entry.value))
-        return reports[-1].topic_list == owned
-
-    await converged(store, reported)
-    report = reports[-1]
+    report = await reported(store, lambda report: report.topic_list == owned)
     assert report.topics_len == 2
     usage = {item.resource: item.usage for item in report.resources_usage}
     assert set(usage) == {"CPU", "Memory", "ProcessCPU", "ProcessMemory"}
@@ -176,14 +181,5 @@ async def test_a_load_report_lists_its_first_topics_and_counts_them_all(
     for topic in topics:
         await OwnershipManager(store).assign(topic, BROKER)
     first = sorted(topic.path for topic in topics)[:2]
-    reports: list[LoadReport] = []
-
-    async def reported() -> bool:
-        entry = await store.get(layout.load_report(BROKER))
-        if entry is None:
-            return False
-        reports.append(decode(LoadReport, entry.value))
-        return reports[-1].topics_len == 3
-
-    await converged(store, reported)
-    assert reports[-1].topic_list == first
+    report = await reported(store, lambda report: report.topics_len == 3)
+    assert report.topic_list == first

@@ -49,6 +49,22 @@ async def until_watchers(member: EtcdMember, count: int) -> None:
         raise AssertionError(f"etcd counts {seen} watchers, not {count}") from None
 
 
+def hold_history(watch: PrefixWatch) -> tuple[asyncio.Event, asyncio.Event]:
+    """Hold the watch's history reads (a stream's opening reads its history): `reading` is
+    set once one has begun, and it goes on once `gate` is set — a slow store, on demand."""
+    assert isinstance(watch, etcd_prefixes.EtcdPrefixWatch)
+    reading, gate = asyncio.Event(), asyncio.Event()
+    read_history = watch.read_history
+
+    async def held(*args: Any) -> int:
+        reading.set()
+        await gate.wait()
+        return await read_history(*args)
+
+    watch.read_history = held  # type: ignore[method-assign]
+    return reading, gate
+
+
 class Consumer:
     """A task reading a watch into `seen`, as a cache does (an add's acknowledgements are
     read as the watch is)."""
@@ -212,16 +228,7 @@ async def test_a_covered_add_cancelled_while_the_stream_opens_stops_nothing(
     start = await store.revision() + 1
     early = await store.put("/p/a/early", b"")
     async with store.watch_prefixes(["/p/a", "/p/b"], start_revision=start) as watch:
-        assert isinstance(watch, etcd_prefixes.EtcdPrefixWatch)
-        reading, gate = asyncio.Event(), asyncio.Event()
-        read_history = watch.read_history
-
-        async def held(*args: Any) -> int:
-            reading.set()
-            await gate.wait()
-            return await read_history(*args)
-
-        watch.read_history = held  # type: ignore[method-assign]
+        reading, gate = hold_history(watch)
         consumer = Consumer(watch)
         await asyncio.wait_for(reading.wait(), timeout=10)  # the opening reads its history
         adding = asyncio.create_task(watch.add(["/p/c"]))
@@ -300,16 +307,7 @@ async def test_a_covered_add_waiting_on_a_slow_opening_follows_from_its_revision
     start = await store.revision() + 1
     early = await store.put("/p/a/early", b"")
     async with store.watch_prefixes(["/p/a", "/p/b"], start_revision=start) as watch:
-        assert isinstance(watch, etcd_prefixes.EtcdPrefixWatch)
-        reading, gate = asyncio.Event(), asyncio.Event()
-        read_history = watch.read_history
-
-        async def slow(*args: Any) -> int:
-            reading.set()
-            await gate.wait()
-            return await read_history(*args)
-
-        watch.read_history = slow  # type: ignore[method-assign]
+        reading, gate = hold_history(watch)
         consumer = Consumer(watch)
         await asyncio.wait_for(reading.wait(), timeout=10)  # the opening reads its history
         adding = asyncio.create_task(watch.add(["/p/c"]))
