@@ -633,8 +633,12 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
 
     async def _progress_notified(self, revision: int, asked: float | None = None) -> None:
         passed = self._passed
-        if passed is None or not self._wants_progress():
-            return  # an answer to the watchdog: the stream lives, and that is all
+        if passed is None:
+            return
+        if not self._wants_progress():  # an answer to the watchdog: the stream lives
+            if not self._creating_now():
+                await self._keep_up(passed, revision)
+            return
         through = max(revision, passed)
         if revision > passed and not self._store.progress_in_order:
             through = await self._verified_through(passed, revision)
@@ -648,6 +652,9 @@ class EtcdPrefixWatch(EtcdWatch, PrefixWatch):
             self._progress = False
             self._queued = released
             self._ready.append(WatchBatch(released, ()))
+
+    def _pass(self, through: int) -> None:
+        self._release(through)
 
     async def _pending_by_reading(self, member: Any, passed: int, revision: int) -> bool | None:
         return None  # a read per prefix would cost more than the probe: no verdict

@@ -22,7 +22,11 @@ stream of its own. A watcher's own events come in order and every revision has a
 somewhere in the keyspace, so once the probe has shown an event at or past P it has shown
 every change in (D, P]: the notification stands if none lies under the prefix. The probe
 reads the whole store's changes since the last verified revision; that is the price of an
-old server, paid only when a progress batch was asked for. If the probe's history is
+old server. So that the price stays small, a watch whose stream answers its liveness checks
+with a revision KEEP_UP or more past D verifies that answer too (a quiet prefix would else
+stay at D while the store moves on by millions of changes, more than etcd sends within a
+probe's time), and a probe that got no history in its time waits twice as long the next time
+(etcd 3.4 reads all of it before sending the first part). If the probe's history is
 compacted the watch cannot verify and raises `Compacted`, for the caller to resync.
 """
 
@@ -79,8 +83,18 @@ STALL_GRACE = 0.25
 (etcd issue 17507), the first request waits this long after the watch is created."""
 
 PROBE_TIMEOUT = 3.0
-"""How long a probe may read (and DEADLINE without a response) before it stops; what it
-read through so far still counts."""
+"""How long a probe may read once its watcher is created (DEADLINE for that) before it
+stops; what it read through so far still counts."""
+
+PATIENCE_LIMIT = 60.0
+"""The longest a probe waits for history after its watcher was created. etcd 3.4 reads the
+whole history from the probe's start before it sends the first 1,000 revisions of it, again
+for each next 1,000: a probe that read nothing in its time waits twice as long the next time
+(up to this), so that it makes progress whatever the history's size."""
+
+KEEP_UP = 1_000
+"""On a server whose progress is verified: once a progress notification nobody asked for
+is this many revisions past the last revision passed, it is verified anyway, and passed."""
 
 _WHOLE_KEYSPACE = (b"\0", b"\0")  # etcd: key "\0" and range_end "\0" mean every key
 _PROGRESS_REQUEST = rpc.WatchRequest(progress_request=rpc.WatchProgressRequest())
@@ -193,6 +207,7 @@ class EtcdWatch(Watch):
         self._failures = 0
         self._last_error: MetadataError | None = None
         self._new_tokens = 0
+        self._patience = PROBE_TIMEOUT
 
     # -- what the caller sees ------------------------------------------------------------
 
@@ -204,8 +219,8 @@ class EtcdWatch(Watch):
                 await self._open()
                 continue
             stream, item = await self._responses.get()
-            if stream is not self._stream:
-                continue  # left over from a stream given up on, or a wake-up
+            if stream is None or stream is not self._stream:
+                continue  # left over from a stream given up on, or a wake-up (a close)
             if isinstance(item, _Ended):
                 await self._ended(stream, item)
             else:
@@ -476,8 +491,11 @@ class EtcdWatch(Watch):
         """Pass a progress notification on if it was asked for and says something new,
         once nothing under the prefix up to it can still be coming."""
         passed = self._passed
-        if not self._progress or passed is None:
-            return  # an answer to the watchdog: the stream lives, and that is all
+        if passed is None:
+            return
+        if not self._progress:  # an answer to the watchdog: the stream lives
+            await self._keep_up(passed, revision)
+            return
         through = max(revision, passed)
         if revision > passed and not self._store.progress_in_order:
             through = await self._verified_through(passed, revision)
@@ -493,6 +511,26 @@ class EtcdWatch(Watch):
         self._ready.append(WatchBatch(through, ()))
 
     # -- verifying progress on an old server -------------------------------------------------
+
+    async def _keep_up(self, passed: int, revision: int) -> None:
+        """Verify a progress notification nobody asked for once it is KEEP_UP revisions past
+        `passed`, and pass what it proves. A watch of quiet prefixes otherwise stays at the
+        revision of its last event while the store moves on, and the proof its caller asks
+        for next (a cache's follow waits for one) reads every change since: with 3M changes
+        behind it etcd 3.4 sent nothing within a probe's deadline, attempt after attempt,
+        and a follow never ended. Kept up, each probe reads about KEEP_UP revisions."""
+        if self._store.progress_in_order or revision - passed < KEEP_UP:
+            return
+        through = await self._verified_through(passed, revision)
+        if self._closed:
+            raise StopAsyncIteration
+        if through > passed:
+            self._pass(through)
+
+    def _pass(self, through: int) -> None:
+        """Everything under the prefix through `through` is known to be in `_ready` or
+        handed out."""
+        self._passed = max(self._passed or 0, through)
 
     async def _verified_through(self, passed: int, revision: int) -> int:
         """The highest revision up to which no change under the prefix lies after `passed`,
@@ -562,12 +600,14 @@ class EtcdWatch(Watch):
             key=_WHOLE_KEYSPACE[0], range_end=_WHOLE_KEYSPACE[1], start_revision=passed + 1
         )
         through = passed
+        created = False
         try:
-            async with asyncio.timeout(PROBE_TIMEOUT):
+            async with asyncio.timeout(DEADLINE):  # etcd answers a creation at once
                 await call.write(rpc.WatchRequest(create_request=create))
+                response = await call.read()
+            created = True
+            async with asyncio.timeout(self._patience):
                 while through < revision:
-                    async with asyncio.timeout(DEADLINE):
-                        response = await call.read()
                     if response is grpc.aio.EOF:
                         break
                     if response.compact_revision:
@@ -577,12 +617,22 @@ class EtcdWatch(Watch):
                     # A response holds whole revisions, in order, from `passed` + 1 on.
                     for event in response.events:
                         if stops(event):
+                            self._patience = PROBE_TIMEOUT
                             return int(event.kv.mod_revision) - 1
                     if response.events:
                         through = response.events[-1].kv.mod_revision
+                        self._patience = PROBE_TIMEOUT
+                    if through < revision:
+                        response = await call.read()
         except (TimeoutError, grpc.aio.AioRpcError, asyncio.InvalidStateError) as error:
+            if created and through == passed:  # the member answers, its history is slow
+                self._patience = min(self._patience * 2, PATIENCE_LIMIT)
             log.info(
-                "watch of %s: progress verified through %d only (%r)", self.prefix, through, error
+                "watch of %s: progress verified through %d only (%r; next probe waits %.0f s)",
+                self.prefix,
+                through,
+                error,
+                self._patience,
             )
         finally:
             call.cancel()
