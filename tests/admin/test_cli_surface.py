@@ -115,19 +115,42 @@ def test_ctrl_c_at_any_moment_exits_130_without_a_traceback(tmp_path: Path) -> N
     )
     # While the commands are imported, while the store opens, while a watch waits.
     for delay in (0.3, 0.8, 1.5, 3.0):
-        process = subprocess.Popen(
-            [*METAPLANE, "kv", "watch", "/", "--store", url],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        out, err, code = interrupted_after([*METAPLANE, "kv", "watch", "/", "--store", url], delay)
+        assert code == 130, (delay, out, err)
+        assert "Traceback" not in err + out, (delay, err)
+
+
+def interrupted_after(command: list[str], delay: float) -> tuple[str, str, int | None]:
+    """Run `command`, send it SIGINT after `delay` seconds (if still running), and return
+    its output and exit code. One that outlives its SIGINT by 30 s is made to dump every
+    thread's stack (faulthandler, on SIGABRT) into its stderr, then killed: a hang shows
+    where it hung, and leaves no process behind to fail a later test."""
+    # SIGINT reset to its default for the child: a suite started in the background by a
+    # shell without job control inherits it ignored, and Python keeps it ignored.
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
         try:
             process.wait(timeout=delay)
         except subprocess.TimeoutExpired:
             process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
-        assert process.returncode == 130, (delay, out, err)
-        assert "Traceback" not in err + out, (delay, err)
+        try:
+            out, err = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            out, err = process.communicate(timeout=30)
+            err = "did not exit within 30 s of SIGINT; its stacks:\n" + err
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return out, err, process.returncode
 
 
 @BACKENDS_WITH_URL
