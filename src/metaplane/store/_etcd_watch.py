@@ -521,7 +521,9 @@ class EtcdWatch(Watch):
         and a follow never ended. Kept up, each probe reads about KEEP_UP revisions."""
         if self._store.progress_in_order or revision - passed < KEEP_UP:
             return
-        through = await self._verified_through(passed, revision)
+        # The probe alone: the read that may spare it reads the prefix's whole range, and
+        # for a watch of "/" that is every key of the store.
+        through = await self._probe(self._member(), passed, revision)
         if self._closed:
             raise StopAsyncIteration
         if through > passed:
@@ -537,11 +539,15 @@ class EtcdWatch(Watch):
         as far as can be told now: `passed` itself when changes are pending."""
         if revision <= 1:
             return revision  # revision 1 is the empty store: no change lies at or before it
-        stream = self._stream
-        member = self._store._members[stream.index if stream else self._store._active]
+        member = self._member()
         if await self._pending_by_reading(member, passed, revision):
             return passed  # changes are pending: the request is repeated
         return await self._probe(member, passed, revision)  # none seen, or no verdict
+
+    def _member(self) -> _Member:
+        """The member of the stream (or the store's active one between streams)."""
+        stream = self._stream
+        return self._store._members[stream.index if stream else self._store._active]
 
     async def _pending_by_reading(self, member: _Member, passed: int, revision: int) -> bool | None:
         """True if a read at `revision` shows a change under the prefix since `passed`: a
