@@ -308,8 +308,35 @@ async def test_a_burst_of_changes_is_a_few_cycles(store: MetadataStore) -> None:
     await node.election.wait_elected(timeout=10)
     before = node.load_manager.cycles
     for start in range(0, 300, 50):  # six transactions of 50 changes under /cluster
-        await store.txn([], [Put(f"/cluster/burst-{i}", b"null") for i in range(start, start + 50)])
-    await node.load_manager.wait_cycled(await store.revision(), timeout=10)
+        burst = [Put(f"/cluster/burst-{i}", b"null") for i in range(start, start + 50)]
+        last = (await store.txn([], burst)).revision
+    await node.load_manager.wait_cycled(last, timeout=10)
     assert node.load_manager.cycles - before <= 7  # at most one per transaction
     assert node.broker.session.alive
     await node.stop()
+
+
+async def test_load_reports_alone_wake_no_cycle(store: MetadataStore) -> None:
+    """Every broker writes a load report every second; each woke a cycle of the leader, a
+    walk of every topic (at 1M topics 80 % of its loop). Reports are read by the next cycle
+    that something else wakes (or `idle_every`); any other change under /cluster wakes one."""
+    config = LoadManagerConfig(idle_every=30.0)  # no idle cycles within the test
+    node = Node(store, NodeSettings(1, 1, session_ttl=3, load_manager=config))
+    await node.start()
+    try:
+        await node.election.wait_elected(timeout=10)
+        start = await store.revision()
+        async with store.watch(layout.load_report(1), start_revision=start + 1) as reports:
+            async with asyncio.timeout(10):
+                await anext(reports)  # the node's broker reports: its start is written
+                settled = await store.put("/cluster/settled", b"null")
+                await node.load_manager.wait_cycled(settled)
+                before = node.load_manager.cycles
+                for _ in range(3):  # three more reports of the node's own broker
+                    assert len((await anext(reports)).events) == 1
+        assert node.load_manager.cycles == before  # none of them woke a cycle
+        woken = await store.put("/cluster/anything-else", b"null")
+        await node.load_manager.wait_cycled(woken, timeout=10)
+        assert node.load_manager.cycles == before + 1
+    finally:
+        await node.stop()
