@@ -41,6 +41,7 @@ import tempfile
 import time
 import tracemalloc
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,8 @@ from metaplane.resources import (
 )
 from metaplane.store import Entry, MetadataError, MetadataStore, Put, connect_store
 from metaplane.testing import EtcdMember
+
+log = logging.getLogger(__name__)
 
 RESULTS = Path("benchmarks/results/scale_sim.json")
 NAMESPACES = 10
@@ -99,12 +102,29 @@ async def create_topics(
     return time.perf_counter() - started
 
 
-async def until(check: Any, timeout: float, every: float = 0.5) -> float:
-    """Seconds until `check()` holds (polled: the state is spread over ten brokers)."""
-    started = time.perf_counter()
+PROGRESS_EVERY = 30.0
+"""Seconds between two progress lines of a phase (a run at 1M topics takes most of an hour)."""
+
+
+async def until(
+    check: Any,
+    timeout: float,
+    every: float = 0.5,
+    *,
+    what: str = "waiting",
+    progress: Callable[[], str] | None = None,
+) -> float:
+    """Seconds until `check()` holds (polled: the state is spread over ten brokers); a line
+    on stderr every PROGRESS_EVERY seconds meanwhile (`what`, and `progress()` if given)."""
+    started = shown = time.perf_counter()
     while not await check():
-        if time.perf_counter() - started > timeout:
-            raise TimeoutError(f"not reached within {timeout:g} s")
+        now = time.perf_counter()
+        if now - started > timeout:
+            raise TimeoutError(f"{what}: not reached within {timeout:g} s")
+        if now - shown >= PROGRESS_EVERY:
+            shown = now
+            detail = f"; {progress()}" if progress is not None else ""
+            log.info("%s: %.0f s%s", what, now - started, detail)
         await asyncio.sleep(every)
     return time.perf_counter() - started
 
@@ -336,15 +356,30 @@ async def run_processes(
             result["create_s"] = creating.result()
             return not await store.list(layout.unassigned_prefix(), keys_only=True, limit=1)
 
-        await until(assigned, args.timeout, every=1.0)
+        await until(
+            assigned,
+            args.timeout,
+            every=1.0,
+            what="creating and assigning",
+            progress=lambda: "created" if creating.done() else "creating",
+        )
         result["assigned_s"] = time.perf_counter() - started
         scraped: list[dict[str, float]] = []
 
+        def owned() -> int:
+            return int(sum(m["metaplane_broker_topics_owned"] for m in scraped))
+
         async def loaded() -> bool:
             scraped[:] = await asyncio.gather(*(broker.metrics() for broker in brokers))
-            return sum(m["metaplane_broker_topics_owned"] for m in scraped) == len(topics)
+            return owned() == len(topics)
 
-        await until(loaded, args.timeout, every=2.0)
+        await until(
+            loaded,
+            args.timeout,
+            every=2.0,
+            what="loading",
+            progress=lambda: f"{owned():,} of {len(topics):,} topics loaded and followed",
+        )
         result["loaded_and_followed_s"] = time.perf_counter() - started
         leader = next(b for b, m in zip(brokers, scraped, strict=True) if m["metaplane_leader"])
         before = (await leader.metrics())["metaplane_load_manager_cycles_total"]
@@ -396,7 +431,7 @@ async def run_processes(
         clean = await asyncio.gather(
             *(asyncio.to_thread(broker.stop, args.stop_timeout) for broker in brokers)
         )
-        logging.getLogger(__name__).warning(
+        log.warning(
             "%d of %d brokers stopped within %g s", sum(clean), len(brokers), args.stop_timeout
         )
 
@@ -459,13 +494,21 @@ async def run_tasks(
     async def assigned() -> bool:
         return not await store.list(layout.unassigned_prefix(), keys_only=True, limit=1)
 
-    await until(assigned, args.timeout)
+    await until(assigned, args.timeout, what="assigning")
     result["assigned_s"] = time.perf_counter() - started
 
-    async def loaded() -> bool:
-        return sum(len(node.broker.owned) for node in nodes) == len(topics)
+    def owned() -> int:
+        return sum(len(node.broker.owned) for node in nodes)
 
-    await until(loaded, args.timeout)
+    async def loaded() -> bool:
+        return owned() == len(topics)
+
+    await until(
+        loaded,
+        args.timeout,
+        what="loading",
+        progress=lambda: f"{owned():,} of {len(topics):,} topics loaded and followed",
+    )
     result["loaded_and_followed_s"] = time.perf_counter() - started
     leader = next(node for node in nodes if node.election.is_leader)
     cycles_before, timed = leader.load_manager.cycles, time.perf_counter()
@@ -532,6 +575,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    log.setLevel(logging.INFO)  # this run's progress
     asyncio.run(run(args))
 
 
