@@ -49,19 +49,6 @@ class ClusterView:
     """How many topics each broker owns (its assignments), kept as `owners` changes: a
     cycle's rankings and its search for lost brokers need no walk of every owner."""
 
-    def copy(self) -> ClusterView:
-        """A view that the changes applied to this one later do not reach: its dicts and
-        set copied (a topic's list of owners is replaced on a change, never changed)."""
-        return ClusterView(
-            self.revision,
-            set(self.registered),
-            dict(self.states),
-            dict(self.owners),
-            dict(self.waiting),
-            dict(self.reports),
-            dict(self.owned_count),
-        )
-
     def assigned_to(self, broker_id: int) -> set[TopicName]:
         return {
             topic
