@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import metaplane.store._etcd_prefixes as etcd_prefixes
-from metaplane.store import MetadataStore, PrefixWatch, Put, Unavailable, WatchBatch
+from metaplane.store import MetadataStore, PrefixWatch, Put, Unavailable, Watch, WatchBatch
 from metaplane.testing import EtcdMember
 from tests.store import test_prefix_watch as conformance
 
@@ -69,7 +69,7 @@ class Consumer:
     """A task reading a watch into `seen`, as a cache does (an add's acknowledgements are
     read as the watch is)."""
 
-    def __init__(self, watch: PrefixWatch) -> None:
+    def __init__(self, watch: PrefixWatch | Watch) -> None:
         self.watch = watch
         self.seen: list[WatchBatch] = []
         self.task = asyncio.create_task(self._run())
@@ -78,13 +78,15 @@ class Consumer:
         async for batch in self.watch:
             self.seen.append(batch)
 
-    async def until(self, revision: int) -> None:
-        """Until the watch has handed out `revision` (asking for progress meanwhile)."""
+    async def until(self, revision: int, *, ask: bool = True) -> None:
+        """Until the watch has handed out `revision` (asking for progress meanwhile, unless
+        not to `ask`)."""
         async with asyncio.timeout(20):
             while not self.seen or self.seen[-1].revision < revision:
                 if self.task.done():
                     self.task.result()  # the watch's error, if it raised one
-                self.watch.request_progress()
+                if ask:
+                    self.watch.request_progress()
                 await asyncio.sleep(0.01)
 
     def changes(self) -> list[tuple[int, list[str]]]:

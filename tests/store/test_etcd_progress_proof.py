@@ -13,11 +13,13 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import grpc
 import pytest
 
 import metaplane.store._etcd_watch as etcd_watch
-from metaplane.store import MetadataStore, Watch, WatchBatch
+from metaplane.store import MetadataStore
 from metaplane.store._etcd import EtcdStore
+from tests.store.test_etcd_coarse_watch import Consumer
 
 pytestmark = pytest.mark.backends("etcd", reason="only old etcd servers need a proof of progress")
 
@@ -33,29 +35,6 @@ def of_prefixes(store: MetadataStore, start: int) -> Any:
 
 
 KINDS = pytest.mark.parametrize("open_watch", [single, of_prefixes], ids=["watch", "prefixes"])
-
-
-class Reader:
-    """A task reading a watch into `seen`, as a cache does."""
-
-    def __init__(self, watch: Watch) -> None:
-        self.watch = watch
-        self.seen: list[WatchBatch] = []
-        self.task = asyncio.create_task(self._run())
-
-    async def _run(self) -> None:
-        async for batch in self.watch:
-            self.seen.append(batch)
-
-    async def until(self, revision: int, *, ask: bool) -> None:
-        """Until a batch at or past `revision` (asking for progress if `ask`)."""
-        async with asyncio.timeout(20):
-            while not self.seen or self.seen[-1].revision < revision:
-                if self.task.done():
-                    self.task.result()  # the watch's error, if it raised one
-                if ask:
-                    self.watch.request_progress()
-                await asyncio.sleep(0.01)
 
 
 def old_server(store: MetadataStore) -> EtcdStore:
@@ -79,7 +58,7 @@ async def test_a_quiet_watch_keeps_up_with_the_store_unasked(
             return int(await read_history(member, passed, revision, stops))
 
         watch.read_history = measured
-        reader = Reader(watch)
+        reader = Consumer(watch)
         first = await store.put("/quiet/a/0", b"")
         await reader.until(first, ask=False)
         for i in range(100):  # the store moves on; nothing changes under the watch
@@ -106,33 +85,45 @@ async def test_a_quiet_watch_keeps_up_with_the_store_unasked(
         reader.task.cancel()
 
 
-class SlowHistory:
+class FaultyProbes:
     """A member's watch service whose probes (watches of the whole keyspace) get each
-    response that carries history `delay` seconds late: a store slow to read its history."""
+    response that carries history `delay` seconds late (a store slow to read its history),
+    and, with `fail_first`, whose first probe fails at its creation (one transient error)."""
 
-    def __init__(self, inner: Any, delay: float) -> None:
+    def __init__(self, inner: Any, *, delay: float = 0.0, fail_first: bool = False) -> None:
         self.inner = inner
         self.delay = delay
+        self.failures = 1 if fail_first else 0
+        self.probes = 0
 
     def Watch(self, *args: Any, **kwargs: Any) -> Any:  # the gRPC stub's name
-        return _SlowCall(self.inner.Watch(*args, **kwargs), self.delay)
+        return _FaultyCall(self.inner.Watch(*args, **kwargs), self)
 
 
-class _SlowCall:
-    def __init__(self, call: Any, delay: float) -> None:
+class _FaultyCall:
+    def __init__(self, call: Any, faults: FaultyProbes) -> None:
         self.call = call
-        self.delay = delay
+        self.faults = faults
         self.probe = False
 
     async def write(self, request: Any) -> None:
         if request.HasField("create_request") and request.create_request.key == b"\0":
             self.probe = True
+            self.faults.probes += 1
+            if self.faults.failures:
+                self.faults.failures -= 1
+                raise grpc.aio.AioRpcError(
+                    grpc.StatusCode.UNAVAILABLE,
+                    grpc.aio.Metadata(),
+                    grpc.aio.Metadata(),
+                    "injected: one transient error",
+                )
         await self.call.write(request)
 
     async def read(self) -> Any:
         response = await self.call.read()
         if self.probe and getattr(response, "events", None):
-            await asyncio.sleep(self.delay)  # the injected latency
+            await asyncio.sleep(self.faults.delay)  # the injected latency
         return response
 
     def cancel(self) -> bool:
@@ -148,7 +139,7 @@ async def test_a_probe_whose_history_comes_slowly_waits_longer_next_time(
     watch must still verify."""
     monkeypatch.setattr(etcd_watch, "PROBE_TIMEOUT", 0.001)
     for member in old_server(store)._members:
-        monkeypatch.setattr(member, "watch", SlowHistory(member.watch, 0.05))
+        monkeypatch.setattr(member, "watch", FaultyProbes(member.watch, delay=0.05))
     async with open_watch(store, await store.revision() + 1) as watch:
         patience: list[float] = []
         read_history = watch.read_history
@@ -158,7 +149,7 @@ async def test_a_probe_whose_history_comes_slowly_waits_longer_next_time(
             return int(await read_history(*args))
 
         watch.read_history = measured
-        reader = Reader(watch)
+        reader = Consumer(watch)
         first = await store.put("/quiet/a/0", b"")
         await reader.until(first, ask=False)
         for i in range(5):
@@ -167,4 +158,36 @@ async def test_a_probe_whose_history_comes_slowly_waits_longer_next_time(
         assert reader.seen[-1].events == ()
         assert patience[:7] == [0.001 * 2**i for i in range(7)], patience
         assert watch._patience == 0.001  # back to the first wait once a probe read history
+        reader.task.cancel()
+
+
+@KINDS
+async def test_a_keeping_up_probe_that_fails_once_is_made_again(
+    store: MetadataStore, open_watch: Open, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One transient error at the creation of the first probe that keeps the watch up: it
+    proves nothing, passes nothing and loses nothing; the next liveness answer probes again."""
+    monkeypatch.setattr(etcd_watch, "KEEP_UP", 20)
+    faults: list[FaultyProbes] = []
+    for member in old_server(store)._members:
+        faults.append(FaultyProbes(member.watch, fail_first=True))
+        monkeypatch.setattr(member, "watch", faults[-1])
+    async with open_watch(store, await store.revision() + 1) as watch:
+        reader = Consumer(watch)
+        first = await store.put("/quiet/a/0", b"")
+        await reader.until(first, ask=False)
+        for i in range(100):
+            last = await store.put(f"/noise/{i}", b"")
+        async with asyncio.timeout(20):
+            while watch._passed < last - 20:
+                assert not reader.task.done()
+                await asyncio.sleep(0.02)  # nothing to await: the watch passes silently
+        member_faults = next(f for f in faults if f.probes)
+        assert member_faults.failures == 0 and member_faults.probes >= 2  # failed, then again
+        change = await store.put("/quiet/a/1", b"x")
+        await reader.until(change, ask=False)
+        assert [(b.revision, [e.key for e in b.events]) for b in reader.seen if b.events] == [
+            (first, ["/quiet/a/0"]),
+            (change, ["/quiet/a/1"]),
+        ]
         reader.task.cancel()
