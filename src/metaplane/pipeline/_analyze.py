@@ -17,6 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -178,15 +179,27 @@ def write_tables(spark: SparkSession, snapshot: Snapshot, folder: Path) -> dict[
     return parsed.counts
 
 
-@dataclass(frozen=True)
 class ParsedSnapshot:
     """A snapshot's tables as written into `folder`, and the keys of each kind. Until
     `close`, `tables` are read from the keys grouped by kind (in `folder`/_classified), and
     kept in memory once computed if asked to."""
 
-    folder: Path
-    tables: Tables
-    counts: dict[str, int]
+    def __init__(self, folder: Path, tables: Tables, classified: DataFrame) -> None:
+        self.folder = folder
+        self.tables = tables
+        self._classified = classified
+        self._counts: dict[str, int] | None = None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """The keys of each kind (`unknown`: outside the layout), counted when first asked
+        for (a job of its own, which a run that does not report them does without); ask
+        before `close`."""
+        if self._counts is None:
+            by_kind = self._classified.groupBy("kind").count().collect()
+            found = {row["kind"] or UNKNOWN: row["count"] for row in by_kind}
+            self._counts = dict(sorted(found.items()))
+        return self._counts
 
     def close(self) -> None:
         self.tables.unpersist()
@@ -205,20 +218,19 @@ def parse_snapshot(
     scratch = folder / CLASSIFIED
     classify(snapshot_frame(spark, snapshot)).write.partitionBy("kind").parquet(str(scratch))
     classified = spark.read.parquet(str(scratch))
-    counts = {
-        row["kind"] or UNKNOWN: row["count"] for row in classified.groupBy("kind").count().collect()
-    }
     parsed = parse_tables(classified)
-    tables = parsed.cached() if keep else parsed
-
-    def write_one(name: str) -> None:
-        frame = tables.unknown if name == UNKNOWN else tables[KeyKind(name)]
-        frame.write.parquet(str(folder / name))
-
+    result = ParsedSnapshot(folder, parsed.cached() if keep else parsed, classified)
     if write:
+        counts = result.counts
+        tables = result.tables
+
+        def write_one(name: str) -> None:
+            frame = tables.unknown if name == UNKNOWN else tables[KeyKind(name)]
+            frame.write.parquet(str(folder / name))
+
         with ThreadPoolExecutor(CONCURRENT_JOBS) as pool:
             list(pool.map(write_one, sorted(counts, key=lambda name: -counts[name])))
-    return ParsedSnapshot(folder, tables, dict(sorted(counts.items())))
+    return result
 
 
 # Audit --------------------------------------------------------------------------------------
@@ -281,8 +293,14 @@ def write_retention_plan(
     )
     overrides = spark.createDataFrame(list(settings.namespace_retention.items()), schema)
     plan = retention_plan(tables, overrides, settings.retention_seconds, int(snapshot.taken_at))
-    ordered = plan.orderBy("namespace", "topic", "start_offset").toLocalIterator()
-    totals = RetentionTotals()
+    plan = plan.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        totals = _retention_totals(plan)
+        lines = path.with_name(path.name + ".lines")
+        shutil.rmtree(lines, ignore_errors=True)
+        _json_lines(plan.orderBy("namespace", "topic", "start_offset")).write.text(str(lines))
+    finally:
+        plan.unpersist()
     header = {
         "snapshot": snapshot.describe(),
         "retention": {
@@ -290,37 +308,47 @@ def write_retention_plan(
             "namespaces": dict(settings.namespace_retention),
         },
     }
-    with path.open("w") as out:
-        out.write(
-            "{\n" + "".join(f"{json.dumps(k)}: {json.dumps(v)},\n" for k, v in header.items())
-        )
-        out.write('"objects": [')
-        for index, row in enumerate(ordered):
-            item = totals.count(_plain(row.asDict()))
-            out.write(("\n" if index == 0 else ",\n") + json.dumps(item))
-        out.write(f'\n],\n"totals": {json.dumps(totals.document())}\n}}\n')
-    return totals.document()
+    try:
+        with path.open("wb") as out:
+            head = "".join(f"{json.dumps(k)}: {json.dumps(v)},\n" for k, v in header.items())
+            out.write(("{\n" + head + '"objects": [').encode())
+            first = True
+            # The parts of a sorted frame are written in its order, part-00000 first.
+            for part in sorted(lines.glob("part-*")):
+                text = part.read_bytes().rstrip(b"\n")
+                if text:
+                    out.write((b"\n" if first else b",\n") + text.replace(b"\n", b",\n"))
+                    first = False
+            out.write(f'\n],\n"totals": {json.dumps(totals)}\n}}\n'.encode())
+    finally:
+        shutil.rmtree(lines, ignore_errors=True)
+    return totals
 
 
-@dataclass
-class RetentionTotals:
+def _json_lines(frame: DataFrame) -> DataFrame:
+    """Each row of `frame` as one line of JSON, as `_plain` renders it: decimals as numbers
+    (the retention plan has no id that `_plain` quotes), nulls kept. Spark renders them,
+    so that the driver copies text instead of turning a million rows into Python objects
+    (at 10M keys the retention plan has a million objects: that took most of its stage)."""
+    assert not _ID_FIELDS.intersection(frame.columns), "ids are rendered as strings"
+    row = F.struct(*(F.col(name) for name in frame.columns))
+    return frame.select(F.to_json(row, {"ignoreNullFields": "false"}).alias("value"))
+
+
+def _retention_totals(plan: DataFrame) -> dict[str, Any]:
     """Objects and bytes of a retention plan, in all and per namespace."""
-
-    objects: int = 0
-    size: int = 0
-    namespaces: dict[str, Counter[str]] = field(default_factory=dict)
-
-    def count(self, item: dict[str, Any]) -> dict[str, Any]:
-        self.objects += 1
-        self.size += item["size"]
-        self.namespaces.setdefault(item["namespace"], Counter()).update(
-            objects=1, bytes=item["size"]
-        )
-        return item
-
-    def document(self) -> dict[str, Any]:
-        namespaces = {name: dict(counts) for name, counts in sorted(self.namespaces.items())}
-        return {"objects": self.objects, "bytes": self.size, "namespaces": namespaces}
+    rows = plan.groupBy("namespace").agg(
+        F.count(F.lit(1)).alias("objects"), F.sum("size").alias("bytes")
+    )
+    namespaces = {
+        row["namespace"]: {"objects": row["objects"], "bytes": int(row["bytes"] or 0)}
+        for row in rows.collect()
+    }
+    return {
+        "objects": sum(counts["objects"] for counts in namespaces.values()),
+        "bytes": sum(counts["bytes"] for counts in namespaces.values()),
+        "namespaces": dict(sorted(namespaces.items())),
+    }
 
 
 # Rebalance ----------------------------------------------------------------------------------
