@@ -4,16 +4,20 @@ the retention plan."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
-from metaplane.layout import KeyKind, LayoutError, parse
+from metaplane.layout import U64_MAX, KeyKind, LayoutError, parse
 from metaplane.pipeline import (
     AUDIT,
     BACKLOG,
@@ -23,8 +27,10 @@ from metaplane.pipeline import (
     STORAGE,
     SUMMARY,
     TABLES,
+    U64_TYPE,
     read_snapshot,
 )
+from metaplane.pipeline._analyze import _plain, ordered_json_lines
 from metaplane.resources import (
     CurrentObject,
     LoadReport,
@@ -203,3 +209,65 @@ def test_retention_plan_holds_only_consumed_old_objects(
         assert not cursors or item["end_offset"] <= min(cursors)
         assert topic in model.topics
     assert plan["totals"]["bytes"] == sum(item["size"] for item in plan["objects"])
+
+
+def test_retention_plan_lists_every_such_object_in_order(
+    faults_analysis: FaultsAnalysis, expected: tuple[Expected, float]
+) -> None:
+    """Every object the rule lets go is listed, once, ordered by namespace, topic and start
+    (Spark writes the lines; their files are copied in order), with totals per namespace."""
+    model, taken_at = expected
+    wanted = set()
+    for topic, items in model.objects.items():
+        starts = [start for start, _, _ in items]
+        cursors = [model.cursors.get(sub, -1) for sub in model.subscriptions if sub[:2] == topic]
+        for start, value, key in items:
+            if (
+                topic in model.topics
+                and value.completed
+                and start not in (max(starts), model.current.get(topic))
+                and value.created_at <= taken_at - WEEK
+                and (not cursors or value.end_offset <= min(cursors))
+            ):
+                wanted.add(key)
+    plan = faults_analysis.json(RETENTION_PLAN)
+    listed = [item["key"] for item in plan["objects"]]
+    assert sorted(listed) == sorted(wanted) and len(set(listed)) == len(listed)
+    order = [(item["namespace"], item["topic"], item["start_offset"]) for item in plan["objects"]]
+    assert order == sorted(order)
+    namespaces: defaultdict[str, dict[str, int]] = defaultdict(lambda: {"objects": 0, "bytes": 0})
+    for item in plan["objects"]:
+        namespaces[item["namespace"]]["objects"] += 1
+        namespaces[item["namespace"]]["bytes"] += item["size"]
+    assert plan["totals"] == {
+        "objects": len(listed),
+        "bytes": sum(item["size"] for item in plan["objects"]),
+        "namespaces": dict(namespaces),
+    }
+
+
+def test_ordered_json_lines_keep_a_sorted_frame_s_order_across_its_files(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The plan's lines come from one file per partition: read back in the frame's order,
+    every row once, rendered as `_plain` would (u64 decimals as plain numbers, nulls kept)."""
+    rows = 5_000
+    numbers = spark.range(rows).select(
+        (F.col("id") * 7919 % rows).alias("n"),
+        (F.lit(Decimal(U64_MAX)).cast(U64_TYPE) - F.col("id")).cast(U64_TYPE).alias("big"),
+        F.when(F.col("id") % 2 == 0, F.lit('é"\n')).alias("text"),
+    )
+    ordered = numbers.repartition(3).orderBy(F.desc("n"))
+    folder = tmp_path / "lines"
+    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")  # else it joins small partitions
+    try:
+        assert ordered.rdd.getNumPartitions() > 1, "the case must span several files"
+        lines = list(ordered_json_lines(ordered, folder))
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", adaptive or "true")
+    items = [json.loads(line) for line in lines]
+    assert [item["n"] for item in items] == list(range(rows - 1, -1, -1))
+    by_n = {int(row["n"]): row for row in ordered.collect()}
+    assert items == [_plain(by_n[item["n"]].asDict()) for item in items]
+    assert not folder.exists()

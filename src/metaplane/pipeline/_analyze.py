@@ -287,20 +287,14 @@ def write_retention_plan(
     settings: AnalyzeSettings,
     path: Path,
 ) -> dict[str, Any]:
-    """Write the retention plan, its objects streamed from Spark; return its totals."""
+    """Write the retention plan and return its totals. Spark renders its objects as lines of
+    JSON, in order, into files beside it, which are then copied into the plan line by line
+    (memory stays flat whatever the plan's size)."""
     schema = T.StructType(
         [T.StructField("namespace", T.StringType()), T.StructField("seconds", T.LongType())]
     )
     overrides = spark.createDataFrame(list(settings.namespace_retention.items()), schema)
     plan = retention_plan(tables, overrides, settings.retention_seconds, int(snapshot.taken_at))
-    plan = plan.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        totals = _retention_totals(plan)
-        lines = path.with_name(path.name + ".lines")
-        shutil.rmtree(lines, ignore_errors=True)
-        _json_lines(plan.orderBy("namespace", "topic", "start_offset")).write.text(str(lines))
-    finally:
-        plan.unpersist()
     header = {
         "snapshot": snapshot.describe(),
         "retention": {
@@ -308,21 +302,36 @@ def write_retention_plan(
             "namespaces": dict(settings.namespace_retention),
         },
     }
+    plan = plan.persist(StorageLevel.MEMORY_AND_DISK)
     try:
+        totals = _retention_totals(plan)
+        ordered = plan.orderBy("namespace", "topic", "start_offset")
         with path.open("wb") as out:
             head = "".join(f"{json.dumps(k)}: {json.dumps(v)},\n" for k, v in header.items())
             out.write(("{\n" + head + '"objects": [').encode())
-            first = True
-            # The parts of a sorted frame are written in its order, part-00000 first.
-            for part in sorted(lines.glob("part-*")):
-                text = part.read_bytes().rstrip(b"\n")
-                if text:
-                    out.write((b"\n" if first else b",\n") + text.replace(b"\n", b",\n"))
-                    first = False
+            separator = b"\n"
+            for line in ordered_json_lines(ordered, path.with_name(path.name + ".lines")):
+                out.write(separator + line)
+                separator = b",\n"
             out.write(f'\n],\n"totals": {json.dumps(totals)}\n}}\n'.encode())
     finally:
-        shutil.rmtree(lines, ignore_errors=True)
+        plan.unpersist()
     return totals
+
+
+def ordered_json_lines(frame: DataFrame, folder: Path) -> Iterator[bytes]:
+    """Each row of `frame`, in its order, as one line of JSON (without its newline). Spark
+    writes them into `folder` (removed after), a file per partition: the partitions of a
+    sorted frame hold consecutive ranges, and their files are named in that order."""
+    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        _json_lines(frame).write.text(str(folder))
+        for part in sorted(folder.glob("part-*")):
+            with part.open("rb") as lines:
+                for line in lines:
+                    yield line.rstrip(b"\n")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _json_lines(frame: DataFrame) -> DataFrame:
