@@ -1,6 +1,8 @@
 """The pipeline at scale, on synthetic snapshots (every audit fault injected) at local[2]:
 
-- `metaplane analyze`, whole, against the target of issue 13: 10M keys in at most 120 s;
+- `metaplane analyze`, whole, against the target of issue 13: 10M keys in at most 120 s, as
+  a user runs it (a process and a JVM of its own: the target's figure), and in this process
+  after the subset's rounds (warm; with the time of each stage);
 - one subset of the job — topics per broker, topics assigned twice or never, cursors past the
   last committed offset, storage per namespace — done three ways in the same run, in
   alternating order round after round: metaplane's own path (its one-pass classification, its
@@ -388,7 +390,10 @@ class SizeResult:
     agree: bool
     counts: Counts
     analyze: Spread | None = None
+    """In this process, after the subset's rounds."""
     analyze_cpu: Spread | None = None
+    analyze_command: Spread | None = None
+    """`metaplane analyze` in a process of its own: what the target is about."""
     stages: dict[str, float] = field(default_factory=dict)
     load_average: float = 0.0
 
@@ -459,6 +464,30 @@ def analyze_runs(snapshot: Snapshot, args: argparse.Namespace, result: SizeResul
         result.stages = {n: round(b - a, 1) for (n, a), (_, b) in itertools.pairwise(marks)}
         console.print(f"  analyze {walls[-1]:.1f}s, JVM {cpus[-1]:.0f} CPU-s: {result.stages}")
     result.analyze, result.analyze_cpu = Spread.of(walls), Spread.of(cpus)
+    commands = []
+    for _ in range(args.analyze_rounds):
+        commands.append(analyze_command(snapshot, args))
+        console.print(f"  metaplane analyze (a JVM of its own) {commands[-1]:.1f}s")
+    result.analyze_command = Spread.of(commands)
+
+
+def analyze_command(snapshot: Snapshot, args: argparse.Namespace) -> float:
+    """`metaplane analyze` as a user runs it: a process and a JVM of its own, cold (the
+    in-process runs above follow the subset's rounds, in a JVM they warmed up)."""
+    out = args.work / f"out-cli-{snapshot.keys}"
+    shutil.rmtree(out, ignore_errors=True)
+    command = [
+        sys.executable, "-c", "from metaplane.admin.cli import main; main()", "analyze",
+        "--snapshot", str(snapshot.folder), "--out", str(out), "--spark-master", args.master,
+        "--driver-memory", args.driver_memory, "-o", "json",
+    ]  # fmt: skip
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"metaplane analyze failed: {done.stderr[-2000:]}")
+    shutil.rmtree(out, ignore_errors=True)
+    return seconds
 
 
 def _marking(marks: list[tuple[str, float]]) -> Callable[[str], None]:
@@ -467,13 +496,15 @@ def _marking(marks: list[tuple[str, float]]) -> Callable[[str], None]:
 
 def show(results: list[SizeResult]) -> None:
     table = Table(title="pipeline at local[2]: median (lowest–highest) of the rounds, seconds")
-    columns = ["keys", "analyze", "metaplane subset", "minimal Spark", "metaplane / minimal"]
+    columns = ["keys", "analyze (own JVM)", "analyze (warm)", "metaplane subset", "minimal Spark"]
+    columns += ["metaplane / minimal"]
     columns += ["DuckDB", "JVM CPU-s: metaplane / minimal", "agree", "load"]
     for column in columns:
         table.add_column(column, justify="right")
     for result in results:
         table.add_row(
             f"{result.keys:,}",
+            str(result.analyze_command) if result.analyze_command else "–",
             str(result.analyze) if result.analyze else "–",
             str(result.metaplane),
             str(result.minimal),
@@ -486,8 +517,9 @@ def show(results: list[SizeResult]) -> None:
     console.print(table)
     for result in results:
         verdicts = [f"subset ratio {result.ratio.median:.2f} (at most {TARGET_RATIO})"]
-        if result.keys >= TARGET_KEYS and result.analyze is not None:
-            verdicts.append(f"analyze {result.analyze.median:.0f} s (at most {TARGET_SECONDS:.0f})")
+        if result.keys >= TARGET_KEYS and result.analyze_command is not None:
+            seconds = result.analyze_command.median
+            verdicts.append(f"metaplane analyze {seconds:.0f} s (at most {TARGET_SECONDS:.0f})")
         met = targets_met(result)
         state = "met" if met else "[red]NOT met[/]"
         console.print(f"{result.keys:,} keys: {', '.join(verdicts)}: {state}")
@@ -495,8 +527,8 @@ def show(results: list[SizeResult]) -> None:
 
 def targets_met(result: SizeResult) -> bool:
     met = result.ratio.median <= TARGET_RATIO
-    if result.keys >= TARGET_KEYS and result.analyze is not None:
-        met = met and result.analyze.median <= TARGET_SECONDS
+    if result.keys >= TARGET_KEYS and result.analyze_command is not None:
+        met = met and result.analyze_command.median <= TARGET_SECONDS
     return met
 
 
