@@ -59,15 +59,7 @@ async def test_a_quiet_watch_keeps_up_with_the_store_unasked(
 
         watch.read_history = measured
         reader = Consumer(watch)
-        first = await store.put("/quiet/a/0", b"")
-        await reader.until(first, ask=False)
-        for i in range(100):  # the store moves on; nothing changes under the watch
-            last = await store.put(f"/noise/{i}", b"")
-        # Nobody asks for progress: the watch's own liveness checks keep it within KEEP_UP.
-        async with asyncio.timeout(20):
-            while watch._passed < last - 20:
-                assert not reader.task.done()
-                await asyncio.sleep(0.02)  # nothing to await: the watch passes silently
+        first, last = await quiet_while_the_store_moves(store, watch, reader)
         assert spans, "the watch kept up without a probe"
         assert [batch.revision for batch in reader.seen] == [first]  # and handed out nothing
         # The proof a caller asks for now spans what the store did since, not all of it.
@@ -75,14 +67,36 @@ async def test_a_quiet_watch_keeps_up_with_the_store_unasked(
         await reader.until(last, ask=True)
         assert reader.seen[-1].events == ()
         assert all(span < 20 for span in spans), spans
-        # Still exact: a change under the prefix comes, once.
-        change = await store.put("/quiet/a/1", b"x")
-        await reader.until(change, ask=False)
-        assert [(b.revision, [e.key for e in b.events]) for b in reader.seen if b.events] == [
-            (first, ["/quiet/a/0"]),
-            (change, ["/quiet/a/1"]),
-        ]
+        await still_exact(store, reader, first)
         reader.task.cancel()
+
+
+async def quiet_while_the_store_moves(
+    store: MetadataStore, watch: Any, reader: Consumer
+) -> tuple[int, int]:
+    """One change under the watch, then 100 elsewhere; returns once the watch, asked for
+    nothing, has passed to within KEEP_UP (20, set by the case) of the last: (the change's
+    revision, the last revision)."""
+    first = await store.put("/quiet/a/0", b"")
+    await reader.until(first, ask=False)
+    for i in range(100):  # the store moves on; nothing changes under the watch
+        last = await store.put(f"/noise/{i}", b"")
+    # Nobody asks for progress: the watch's own liveness checks keep it within KEEP_UP.
+    async with asyncio.timeout(20):
+        while watch._passed < last - 20:
+            assert not reader.task.done()
+            await asyncio.sleep(0.02)  # nothing to await: the watch passes silently
+    return first, last
+
+
+async def still_exact(store: MetadataStore, reader: Consumer, first: int) -> None:
+    """A change under the prefix comes, once, after the first one and nothing else."""
+    change = await store.put("/quiet/a/1", b"x")
+    await reader.until(change, ask=False)
+    assert [(b.revision, [e.key for e in b.events]) for b in reader.seen if b.events] == [
+        (first, ["/quiet/a/0"]),
+        (change, ["/quiet/a/1"]),
+    ]
 
 
 class FaultyProbes:
@@ -174,20 +188,8 @@ async def test_a_keeping_up_probe_that_fails_once_is_made_again(
         monkeypatch.setattr(member, "watch", faults[-1])
     async with open_watch(store, await store.revision() + 1) as watch:
         reader = Consumer(watch)
-        first = await store.put("/quiet/a/0", b"")
-        await reader.until(first, ask=False)
-        for i in range(100):
-            last = await store.put(f"/noise/{i}", b"")
-        async with asyncio.timeout(20):
-            while watch._passed < last - 20:
-                assert not reader.task.done()
-                await asyncio.sleep(0.02)  # nothing to await: the watch passes silently
+        first, _ = await quiet_while_the_store_moves(store, watch, reader)
         member_faults = next(f for f in faults if f.probes)
         assert member_faults.failures == 0 and member_faults.probes >= 2  # failed, then again
-        change = await store.put("/quiet/a/1", b"x")
-        await reader.until(change, ask=False)
-        assert [(b.revision, [e.key for e in b.events]) for b in reader.seen if b.events] == [
-            (first, ["/quiet/a/0"]),
-            (change, ["/quiet/a/1"]),
-        ]
+        await still_exact(store, reader, first)
         reader.task.cancel()
