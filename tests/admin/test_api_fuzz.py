@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from metaplane.admin import _api
@@ -166,6 +166,8 @@ def test_a_fuzzed_json_body_is_refused_and_writes_nothing(
     max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(content=st.binary(min_size=1, max_size=64))
+@example(content=b'"\x80"')  # JSON in form, a string with a byte that is not UTF-8: was a 500
+@example(content=b'{"reason": "\xff\xfe"}')
 def test_a_body_that_is_no_json_is_refused_and_writes_nothing(
     server: Background, method: str, path: str, kind: type[Any], content: bytes
 ) -> None:
@@ -175,3 +177,16 @@ def test_a_body_that_is_no_json_is_refused_and_writes_nothing(
     except ValueError:
         pass
     refused_without_writing(server.client, method, path, content)
+
+
+@pytest.mark.parametrize(("method", "path", "kind"), WRITES, ids=[w[1] for w in WRITES])
+def test_a_json_body_that_is_not_utf8_is_a_bad_request(
+    server: Background, method: str, path: str, kind: type[Any]
+) -> None:
+    before = revision(server.client)
+    response = server.client.request(
+        method, path, content=b'{"x": "caf\xe9"}', headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400, response.text
+    assert "not UTF-8" in response.json()["detail"]
+    assert revision(server.client) == before

@@ -14,6 +14,7 @@ from litestar.exceptions import (
     HTTPException,
     NotAuthorizedException,
     PermissionDeniedException,
+    SerializationException,
     ValidationException,
 )
 from litestar.handlers.base import BaseRouteHandler
@@ -60,6 +61,22 @@ def if_match_tag(request: Request[Any, Any, Any]) -> str | None:
 
 def with_tag(document: dict[str, Any], tag: str, status: int = 200) -> Response[dict[str, Any]]:
     return Response(document, status_code=status, headers={"ETag": tag})
+
+
+# Bodies -------------------------------------------------------------------------------------
+
+
+class JsonRequest(Request[Any, Any, Any]):
+    """A request whose JSON body must be UTF-8. msgspec raises UnicodeDecodeError, not its
+    DecodeError, for a string holding a byte that is not UTF-8 (`"\\x80"`); as a
+    SerializationException it is a bad request (400) like any other body that is no JSON,
+    instead of an internal error."""
+
+    async def json(self) -> Any:
+        try:
+            return await super().json()
+        except UnicodeDecodeError as error:
+            raise SerializationException(f"the body is not UTF-8: {error}") from error
 
 
 # Problems -----------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from metaplane.admin._admin_metrics import ClusterCollector, RequestMetrics, rea
 from metaplane.admin._api import admin_router
 from metaplane.admin._auth import Tokens
 from metaplane.admin._events import events
-from metaplane.admin._http import EXCEPTION_HANDLERS, guard
+from metaplane.admin._http import EXCEPTION_HANDLERS, JsonRequest, guard
 from metaplane.admin._operations import Operations
 from metaplane.cache import LocalCache
 from metaplane.resources import decode_value
@@ -129,6 +129,7 @@ def build_app(
             ),
         ],
         guards=[guard],
+        request_class=JsonRequest,
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         middleware=[RequestMetrics(registry)],
         openapi_config=OpenAPIConfig(
