@@ -14,12 +14,14 @@ import pytest
 from pyspark.sql import SparkSession
 
 import metaplane.pipeline._audit as audit_module
+import metaplane.pipeline._views as views_module
 from metaplane import layout
 from metaplane.layout import KeyKind, TopicName, parse
 from metaplane.pipeline import (
     AUDIT,
     CHECKS,
     SUMMARY,
+    TABLES,
     SynthSpec,
     analyze,
     audit,
@@ -75,6 +77,22 @@ def test_nothing_fires_that_was_not_injected(faults_analysis: FaultsAnalysis) ->
     audit = faults_analysis.json(AUDIT)
     assert set(audit["checks"]) == set(INJECTED)
     assert sum(audit["severities"].values()) == len(audit["findings"])
+
+
+def test_topic_checks_find_the_same_whether_their_topics_are_broadcast_or_not(
+    spark: SparkSession, faults_analysis: FaultsAnalysis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The topic checks join keys with the topics the facts pick, broadcast when few (as in
+    `analyze` above); past BROADCAST_TOPICS they are joined as they are, and find the same."""
+    monkeypatch.setattr(views_module, "BROADCAST_TOPICS", 0)
+    tables = read_tables(spark, faults_analysis.out / TABLES)
+    found = run_audit(tables)
+    assert found, "the faults snapshot has findings"
+
+    def key(finding: dict[str, object]) -> str:
+        return json.dumps(finding, sort_keys=True)
+
+    assert sorted(map(key, found)) == sorted(map(key, faults_analysis.json(AUDIT)["findings"]))
 
 
 def _crafted(spark: SparkSession, folder: Path, rows: list[tuple[str, bytes]]) -> set[str]:

@@ -6,6 +6,7 @@ unchanged."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from functools import reduce
 from pathlib import Path
@@ -239,3 +240,29 @@ def test_a_kind_table_is_built_when_first_used_and_once(
     assert built == [K.TOPIC_ROOT, K.TOPIC_ROOT, K.CURSOR]
     kept.unpersist()
     assert not kept_root.is_cached
+
+
+def test_a_shared_view_may_be_built_on_another_from_several_threads(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A view built on another (the last committed offsets on the object facts) takes the
+    views' lock again in the same thread: it must not wait for itself. Each view is built
+    once, whichever of several threads asks first."""
+    snapshot = write_snapshot(tmp_path / "snapshot", [(b"/topics/ns/t", b"0")])
+    tables = parse_tables(classify(snapshot_frame(spark, snapshot))).cached()
+    calls: list[str] = []
+
+    def inner(tables: Tables) -> DataFrame:
+        calls.append("inner")
+        return tables[K.TOPIC_ROOT].select("topic")
+
+    def outer(tables: Tables) -> DataFrame:
+        calls.append("outer")
+        return tables.shared("inner", inner).select(F.upper("topic").alias("topic"))
+
+    with ThreadPoolExecutor(4) as pool:
+        views = list(pool.map(lambda _: tables.shared("outer", outer), range(8)))
+    assert all(view is views[0] for view in views)
+    assert sorted(calls) == ["inner", "outer"]
+    assert [row["topic"] for row in views[0].collect()] == ["T"]
+    tables.unpersist()

@@ -21,11 +21,15 @@ from metaplane.pipeline._tables import Tables
 from metaplane.pipeline._views import (
     TOPIC,
     cursors,
+    facts_where,
     last_committed,
+    object_facts,
     objects,
     owners,
     partitions,
     registered,
+    subscriptions_and_cursors,
+    topic_facts,
     topics,
 )
 from metaplane.resources import LOAD_REPORT_TOPICS
@@ -150,6 +154,11 @@ def _missing(frame: DataFrame, other: DataFrame, on: list[str]) -> DataFrame:
     return frame.join(other.select(*on).distinct(), on, "left_anti")
 
 
+def _about(frame: DataFrame, picked: DataFrame) -> DataFrame:
+    """The rows of `frame` whose topic is one of `picked` (from `facts_where`)."""
+    return frame.join(picked, TOPIC, "left_semi")
+
+
 def _count(frame: DataFrame) -> DataFrame:
     return frame.agg(F.count(F.lit(1)).alias("n"))
 
@@ -160,7 +169,7 @@ def _count(frame: DataFrame) -> DataFrame:
 @check("topic-assigned-twice", ERROR, "a topic is assigned to two brokers or more")
 def _assigned_twice(tables: Tables) -> DataFrame:
     twice = (
-        owners(tables)
+        _about(owners(tables), facts_where(tables, F.col("owners") > 1))
         .groupBy(*TOPIC)
         .agg(F.sort_array(F.collect_list("assignment_key")).alias("keys"), F.count("*").alias("n"))
         .where(F.col("n") > 1)
@@ -185,8 +194,9 @@ def _unregistered_owner(tables: Tables) -> DataFrame:
 
 @check("assigned-and-unassigned", ERROR, "a topic is both assigned and waiting for assignment")
 def _assigned_and_unassigned(tables: Tables) -> DataFrame:
+    picked = facts_where(tables, (F.col("owners") > 0) & (F.col("waiting") > 0))
     waiting = tables[KeyKind.UNASSIGNED].select(*TOPIC, F.col("key").alias("marker_key"))
-    both = owners(tables).join(waiting, TOPIC)
+    both = _about(owners(tables), picked).join(_about(waiting, picked), TOPIC)
     message = _say(
         "%s is assigned to broker %s and also marked unassigned", topic_path(), "broker_id"
     )
@@ -199,9 +209,9 @@ def _assigned_and_unassigned(tables: Tables) -> DataFrame:
     "a topic is neither assigned nor waiting for assignment: no broker will serve it",
 )
 def _unowned(tables: Tables) -> DataFrame:
-    waiting = tables[KeyKind.UNASSIGNED].select(*TOPIC)
-    served = topics(tables).where(F.col("partitions") == 0)
-    lost = _missing(_missing(served, owners(tables), TOPIC), waiting, TOPIC)
+    lost = topic_facts(tables).where(
+        (F.col("partitions") == 0) & (F.col("owners") == 0) & (F.col("waiting") == 0)
+    )
     message = _say("%s has no assignment and no unassigned marker", topic_path())
     return _finding(lost, topic_path(), _keys("root_key"), message)
 
@@ -217,7 +227,8 @@ def _assignment_of_missing(tables: Tables) -> DataFrame:
         .select(*TOPIC, F.col("assignment_key").alias("key"))
         .unionByName(tables[KeyKind.UNASSIGNED].select(*TOPIC, "key"))
     )
-    ghosts = _missing(markers, topics(tables), TOPIC)
+    picked = facts_where(tables, (F.col("roots") == 0) & (F.col("owners") + F.col("waiting") > 0))
+    ghosts = _about(markers, picked)
     message = _say("%s is assigned (or waits for it) but has no topic key", topic_path())
     return _finding(ghosts, topic_path(), _keys("key"), message)
 
@@ -378,21 +389,24 @@ def _listed(tables: Tables) -> DataFrame:
 
 @check("topic-without-namespace-entry", ERROR, "a topic is missing from its namespace's topic list")
 def _unlisted(tables: Tables) -> DataFrame:
-    unlisted = _missing(topics(tables), _listed(tables), TOPIC)
+    unlisted = topic_facts(tables).where((F.col("roots") > 0) & (F.col("listed") == 0))
     message = _say("%s is not listed in namespace %s", topic_path(), "namespace")
     return _finding(unlisted, topic_path(), _keys("root_key"), message)
 
 
 @check("namespace-entry-without-topic", WARNING, "a namespace lists a topic that does not exist")
 def _listed_ghost(tables: Tables) -> DataFrame:
-    ghosts = _missing(_listed(tables), topics(tables), TOPIC)
+    ghosts = _about(
+        _listed(tables), facts_where(tables, (F.col("roots") == 0) & (F.col("listed") > 0))
+    )
     message = _say("namespace %s lists %s, which has no topic key", "namespace", topic_path())
     return _finding(ghosts, topic_path(), _keys("entry_key"), message)
 
 
 @check("namespace-without-policy", WARNING, "a namespace in use has no policy")
 def _namespace_without_policy(tables: Tables) -> DataFrame:
-    used = topics(tables).select("namespace").union(_listed(tables).select("namespace")).distinct()
+    facts = topic_facts(tables)
+    used = facts.where((F.col("roots") > 0) | (F.col("listed") > 0)).select("namespace").distinct()
     bare = _missing(used, tables[KeyKind.NAMESPACE_POLICY], ["namespace"])
     policy_key = key_column(layout.namespace_policy, Name(F.col("namespace")))
     message = _say("namespace %s has topics but no %s", "namespace", policy_key)
@@ -437,7 +451,10 @@ def _subscription_of_missing(tables: Tables) -> DataFrame:
         .select(*TOPIC, "key")
         .unionByName(tables[KeyKind.CURSOR].select(*TOPIC, "key"))
     )
-    orphans = _missing(keys, topics(tables), TOPIC)
+    picked = facts_where(
+        tables, (F.col("roots") == 0) & (F.col("subscriptions") + F.col("cursors") > 0)
+    )
+    orphans = _about(keys, picked)
     message = _say("%s belongs to %s, which has no topic key", "key", topic_path())
     return _finding(orphans, topic_path(), _keys("key"), message)
 
@@ -446,7 +463,8 @@ def _subscription_of_missing(tables: Tables) -> DataFrame:
     "producer-of-missing-topic", WARNING, "a producer is registered on a topic that does not exist"
 )
 def _producer_of_missing(tables: Tables) -> DataFrame:
-    orphans = _missing(tables[KeyKind.PRODUCER], topics(tables), TOPIC)
+    picked = facts_where(tables, (F.col("roots") == 0) & (F.col("producers") > 0))
+    orphans = _about(tables[KeyKind.PRODUCER], picked)
     message = _say(
         "producer %s is registered on %s, which has no topic key", "producer_id", topic_path()
     )
@@ -455,12 +473,11 @@ def _producer_of_missing(tables: Tables) -> DataFrame:
 
 @check("cursor-without-subscription", WARNING, "a cursor's subscription key is missing")
 def _cursor_without_subscription(tables: Tables) -> DataFrame:
-    on = [*TOPIC, "subscription"]
-    orphans = _missing(tables[KeyKind.CURSOR], tables[KeyKind.SUBSCRIPTION], on)
+    orphans = subscriptions_and_cursors(tables).where(F.col("subscription_key").isNull())
     message = _say(
         "subscription %s of %s has a cursor but no subscription key", "subscription", topic_path()
     )
-    return _finding(orphans, topic_path(), _keys("key"), message)
+    return _finding(orphans, topic_path(), _keys("any_cursor_key"), message)
 
 
 @check(
@@ -506,15 +523,7 @@ def _policy_exceeded(tables: Tables) -> DataFrame:
             F.col("value.max_producers_per_topic").alias("max_producers"),
         )
     )
-    subs = tables[KeyKind.SUBSCRIPTION].groupBy(*TOPIC).agg(F.count("*").alias("subscriptions"))
-    prods = tables[KeyKind.PRODUCER].groupBy(*TOPIC).agg(F.count("*").alias("producers"))
-    counted = (
-        topics(tables)
-        .join(policy, "namespace")
-        .join(subs, TOPIC, "left")
-        .join(prods, TOPIC, "left")
-    )
-    counted = counted.na.fill(0, ["subscriptions", "producers"])
+    counted = topic_facts(tables).where(F.col("roots") > 0).join(policy, "namespace")
     over_subs = (F.col("max_subscriptions") > 0) & (
         F.col("subscriptions") > F.col("max_subscriptions")
     )
@@ -582,11 +591,7 @@ def _storage_overlap(tables: Tables) -> DataFrame:
     "objects/cur is missing or does not point at the topic's last object",
 )
 def _cur_mismatch(tables: Tables) -> DataFrame:
-    last = (
-        objects(tables)
-        .groupBy(*TOPIC)
-        .agg(F.max("offset").alias("last_start"), F.max_by("key", "offset").alias("last_key"))
-    )
+    last = object_facts(tables).select(*TOPIC, "last_start", "last_key")
     cur = (
         tables[KeyKind.STORAGE_CUR]
         .where(F.col("valid"))
@@ -621,7 +626,7 @@ def _cur_mismatch(tables: Tables) -> DataFrame:
     "an object upload was left incomplete (a later object exists, or the topic has no owner)",
 )
 def _upload_incomplete(tables: Tables) -> DataFrame:
-    last = objects(tables).groupBy(*TOPIC).agg(F.max("offset").alias("last_start"))
+    last = object_facts(tables).select(*TOPIC, "last_start")
     owned = owners(tables).select(*TOPIC).distinct().withColumn("owned", F.lit(True))
     pending = (
         objects(tables)
@@ -648,10 +653,11 @@ def _orphan_storage(tables: Tables) -> DataFrame:
         .unionByName(tables[KeyKind.STORAGE_CUR].select(*TOPIC, "key"))
         .unionByName(tables[KeyKind.STORAGE_STATE].select(*TOPIC, "key"))
     )
+    picked = facts_where(
+        tables, (F.col("roots") == 0) & (F.col("objects") + F.col("curs") + F.col("states") > 0)
+    )
     orphans = (
-        _missing(keys, topics(tables), TOPIC)
-        .groupBy(*TOPIC)
-        .agg(F.sort_array(F.collect_list("key")).alias("keys"))
+        _about(keys, picked).groupBy(*TOPIC).agg(F.sort_array(F.collect_list("key")).alias("keys"))
     )
     message = _say("%s has no topic key but %d storage keys remain", topic_path(), F.size("keys"))
     return _finding(orphans, topic_path(), F.col("keys"), message)

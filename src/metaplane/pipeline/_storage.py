@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from metaplane.layout import KeyKind
 from metaplane.pipeline._tables import Tables
 from metaplane.pipeline._values import U64_TYPE
-from metaplane.pipeline._views import TOPIC, objects, subscriptions, topics
+from metaplane.pipeline._views import TOPIC, object_facts, objects, subscriptions, topics
 
 CONSUMED = "consumed"
 NO_SUBSCRIPTIONS = "no-subscriptions"
@@ -80,7 +80,7 @@ def retention_plan(
 def _kept_objects(tables: Tables) -> DataFrame:
     """Per topic, the object with the highest start offset (the one being written to) and
     the one `objects/cur` points at, should they differ."""
-    last = objects(tables).groupBy(*TOPIC).agg(F.max("offset").alias("offset"))
+    last = object_facts(tables).select(*TOPIC, F.col("last_start").alias("offset"))
     current = (
         tables[KeyKind.STORAGE_CUR]
         .where(F.col("valid"))

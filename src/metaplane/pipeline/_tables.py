@@ -102,7 +102,9 @@ class Tables:
         self.unknown = unknown.persist(StorageLevel.MEMORY_AND_DISK) if keep else unknown
         self.kept = keep
         self._views: dict[str, DataFrame] = {}
-        self._lock = threading.Lock()
+        # Re-entrant: a view may be built on another (the last committed offsets on the
+        # object facts), by the thread that holds the lock.
+        self._lock = threading.RLock()
 
     def __getitem__(self, kind: KeyKind) -> DataFrame:
         return self.kinds[kind]

@@ -7,8 +7,9 @@ tables (`Tables.shared`), and kept in memory with them.
 from __future__ import annotations
 
 import re
+from functools import reduce
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from metaplane.layout import KeyKind, TopicName
@@ -28,6 +29,69 @@ def topics(tables: Tables) -> DataFrame:
     return tables[KeyKind.TOPIC_ROOT].select(
         *TOPIC, F.col("value").alias("partitions"), F.col("key").alias("root_key")
     )
+
+
+# What the topic facts count of each topic: the keys of each kind that name it.
+_COUNTED: dict[str, KeyKind] = {
+    "roots": KeyKind.TOPIC_ROOT,
+    "listed": KeyKind.NAMESPACE_TOPIC,
+    "owners": KeyKind.ASSIGNMENT,
+    "waiting": KeyKind.UNASSIGNED,
+    "subscriptions": KeyKind.SUBSCRIPTION,
+    "cursors": KeyKind.CURSOR,
+    "producers": KeyKind.PRODUCER,
+    "objects": KeyKind.STORAGE_OBJECT,
+    "curs": KeyKind.STORAGE_CUR,
+    "states": KeyKind.STORAGE_STATE,
+}
+
+BROADCAST_TOPICS = 100_000
+"""Up to this many topics, a set of topics picked from the facts is sent whole to every task
+that joins it (no shuffle of the keys it is joined with)."""
+
+
+def topic_facts(tables: Tables) -> DataFrame:
+    """Every topic any key names (its root, a namespace entry, an assignment or marker, a
+    subscription, cursor or producer, storage metadata): namespace, topic, `root_key` and
+    `partitions` (null without a root, or a malformed one), and how many keys of each kind
+    name it (`roots`, `listed`, `owners`, `waiting`, `subscriptions`, `cursors`, `producers`,
+    `objects`, `curs`, `states`).
+
+    One aggregation over the keys of every topic-scoped kind, shared by the audit's topic
+    checks: each picks the topics it is about from it (a filter) instead of joining whole
+    tables with the topic roots, a shuffle of every key each time."""
+    return tables.shared("topic_facts", _topic_facts)
+
+
+def _topic_facts(tables: Tables) -> DataFrame:
+    names = list(_COUNTED)
+    root_type = tables[KeyKind.TOPIC_ROOT].schema["value"].dataType
+
+    def named(name: str, kind: KeyKind) -> DataFrame:
+        root = kind is KeyKind.TOPIC_ROOT
+        none = F.lit(None)
+        return tables[kind].select(
+            *TOPIC,
+            (F.col("key") if root else none.cast("string")).alias("root_key"),
+            (F.col("value") if root else none.cast(root_type)).alias("partitions"),
+            F.lit(names.index(name)).alias("what"),
+        )
+
+    keys = reduce(DataFrame.unionByName, (named(n, k) for n, k in _COUNTED.items()))
+    what = F.col("what")
+    return keys.groupBy(*TOPIC).agg(
+        F.max("root_key").alias("root_key"),
+        F.max("partitions").alias("partitions"),
+        *(F.count(F.when(what == i, 1)).alias(name) for i, name in enumerate(names)),
+    )
+
+
+def facts_where(tables: Tables, condition: Column) -> DataFrame:
+    """The topics (namespace, topic) whose facts meet `condition`, to join keys with: marked
+    to be broadcast when they are few (a job on the kept facts counts them), as the audit's
+    findings usually are."""
+    picked = topic_facts(tables).where(condition).select(*TOPIC)
+    return F.broadcast(picked) if picked.count() <= BROADCAST_TOPICS else picked
 
 
 def served_topics(tables: Tables) -> DataFrame:
@@ -125,6 +189,26 @@ def objects(tables: Tables) -> DataFrame:
     )
 
 
+def object_facts(tables: Tables) -> DataFrame:
+    """Per topic with well-formed storage objects: `last_start` (the highest start offset
+    among their keys: the object being written to), `last_key` (its key) and `uploaded_end`
+    (the highest end offset of a completed one; null when none is). One aggregation of the
+    objects that the audit, the last committed offsets and the retention plan share."""
+    return tables.shared("object_facts", _object_facts)
+
+
+def _object_facts(tables: Tables) -> DataFrame:
+    return (
+        objects(tables)
+        .groupBy(*TOPIC)
+        .agg(
+            F.max("offset").alias("last_start"),
+            F.max_by("key", "offset").alias("last_key"),
+            F.max(F.when(F.col("completed"), F.col("end_offset"))).alias("uploaded_end"),
+        )
+    )
+
+
 def last_committed(tables: Tables) -> DataFrame:
     """Each topic's last committed offset as the metadata knows it: the highest end of its
     completed objects, or its sealed state's, whichever is higher."""
@@ -133,10 +217,9 @@ def last_committed(tables: Tables) -> DataFrame:
 
 def _last_committed(tables: Tables) -> DataFrame:
     uploaded = (
-        objects(tables)
-        .where(F.col("completed"))
-        .groupBy(*TOPIC)
-        .agg(F.max("end_offset").alias("offset"))
+        object_facts(tables)
+        .where(F.col("uploaded_end").isNotNull())
+        .select(*TOPIC, F.col("uploaded_end").alias("offset"))
     )
     sealed = (
         tables[KeyKind.STORAGE_STATE]
@@ -166,10 +249,33 @@ def cursors(tables: Tables) -> DataFrame:
 
 def subscriptions(tables: Tables) -> DataFrame:
     """Every subscription with its cursor (null when it has none or it is malformed)."""
-    return tables.shared("subscriptions", _subscriptions)
+    return (
+        subscriptions_and_cursors(tables)
+        .where(F.col("subscription_key").isNotNull())
+        .select(
+            *TOPIC, "subscription", "subscription_key", "subscription_type", "cursor", "cursor_key"
+        )
+    )
 
 
-def _subscriptions(tables: Tables) -> DataFrame:
+def subscriptions_and_cursors(tables: Tables) -> DataFrame:
+    """Every subscription and every cursor, matched by topic and subscription:
+    `subscription_key` and `subscription_type` (null for a cursor without subscription),
+    `cursor` and `cursor_key` (null without a cursor or with a malformed one) and
+    `any_cursor_key` (the cursor's key, malformed or not). One join that the backlog, the
+    storage's slowest cursors and the audit share."""
+    return tables.shared("subscriptions_and_cursors", _subscriptions_and_cursors)
+
+
+def _subscriptions_and_cursors(tables: Tables) -> DataFrame:
+    valid = F.col("valid")
+    every_cursor = tables[KeyKind.CURSOR].select(
+        *TOPIC,
+        "subscription",
+        F.when(valid, F.col("value")).alias("cursor"),
+        F.when(valid, F.col("key")).alias("cursor_key"),
+        F.col("key").alias("any_cursor_key"),
+    )
     return (
         tables[KeyKind.SUBSCRIPTION]
         .select(
@@ -178,5 +284,5 @@ def _subscriptions(tables: Tables) -> DataFrame:
             F.col("key").alias("subscription_key"),
             F.col("value.subscription_type").alias("subscription_type"),
         )
-        .join(cursors(tables), [*TOPIC, "subscription"], "left")
+        .join(every_cursor, [*TOPIC, "subscription"], "full_outer")
     )
