@@ -16,10 +16,9 @@ from pyspark.sql import types as T
 
 from metaplane.cluster._rankings import BrokerLoad
 from metaplane.cluster._rebalance import Quotas
-from metaplane.layout import KeyKind
 from metaplane.pipeline._tables import Tables
 from metaplane.pipeline._values import U64_TYPE
-from metaplane.pipeline._views import TOPIC, brokers, owners
+from metaplane.pipeline._views import TOPIC, brokers, owners, topic_facts
 
 # Spark: loads, and the topics that move -----------------------------------------------------
 
@@ -39,23 +38,12 @@ def broker_load(row: Row) -> BrokerLoad:
 def movable_topics(tables: Tables) -> DataFrame:
     """Assignments a plan may move: the topic has exactly one owner and no unassigned
     marker (the audit reports the others), ranked per broker cheapest first (fewest
-    subscriptions, then by name): `rank` from 0."""
-    single = (
-        owners(tables).groupBy(*TOPIC).agg(F.count("*").alias("owners")).where(F.col("owners") == 1)
-    )
-    waiting = tables[KeyKind.UNASSIGNED].select(*TOPIC)
-    subscriptions = (
-        tables[KeyKind.SUBSCRIPTION].groupBy(*TOPIC).agg(F.count("*").alias("subscriptions"))
-    )
+    subscriptions, then by name): `rank` from 0. Read from the topic facts the audit
+    shares."""
+    alone = (F.col("owners") == 1) & (F.col("waiting") == 0)
+    movable = topic_facts(tables).where(alone).select(*TOPIC, "subscriptions")
     order = Window.partitionBy("broker_id").orderBy("subscriptions", *TOPIC)
-    return (
-        owners(tables)
-        .join(single.select(*TOPIC), TOPIC)
-        .join(waiting, TOPIC, "left_anti")
-        .join(subscriptions, TOPIC, "left")
-        .na.fill(0, ["subscriptions"])
-        .withColumn("rank", F.row_number().over(order) - 1)
-    )
+    return owners(tables).join(movable, TOPIC).withColumn("rank", F.row_number().over(order) - 1)
 
 
 _TRANSFER_SCHEMA = T.StructType(
