@@ -26,6 +26,7 @@ from metaplane.pipeline._views import (
     object_facts,
     objects,
     owners,
+    ownership_facts,
     partitions,
     registered,
     subscriptions_and_cursors,
@@ -169,7 +170,7 @@ def _count(frame: DataFrame) -> DataFrame:
 @check("topic-assigned-twice", ERROR, "a topic is assigned to two brokers or more")
 def _assigned_twice(tables: Tables) -> DataFrame:
     twice = (
-        _about(owners(tables), facts_where(tables, F.col("owners") > 1))
+        _about(owners(tables), facts_where(ownership_facts(tables), F.col("owners") > 1))
         .groupBy(*TOPIC)
         .agg(F.sort_array(F.collect_list("assignment_key")).alias("keys"), F.count("*").alias("n"))
         .where(F.col("n") > 1)
@@ -194,7 +195,7 @@ def _unregistered_owner(tables: Tables) -> DataFrame:
 
 @check("assigned-and-unassigned", ERROR, "a topic is both assigned and waiting for assignment")
 def _assigned_and_unassigned(tables: Tables) -> DataFrame:
-    picked = facts_where(tables, (F.col("owners") > 0) & (F.col("waiting") > 0))
+    picked = facts_where(ownership_facts(tables), (F.col("owners") > 0) & (F.col("waiting") > 0))
     waiting = tables[KeyKind.UNASSIGNED].select(*TOPIC, F.col("key").alias("marker_key"))
     both = _about(owners(tables), picked).join(_about(waiting, picked), TOPIC)
     message = _say(
@@ -209,7 +210,7 @@ def _assigned_and_unassigned(tables: Tables) -> DataFrame:
     "a topic is neither assigned nor waiting for assignment: no broker will serve it",
 )
 def _unowned(tables: Tables) -> DataFrame:
-    lost = topic_facts(tables).where(
+    lost = ownership_facts(tables).where(
         (F.col("partitions") == 0) & (F.col("owners") == 0) & (F.col("waiting") == 0)
     )
     message = _say("%s has no assignment and no unassigned marker", topic_path())
@@ -227,7 +228,9 @@ def _assignment_of_missing(tables: Tables) -> DataFrame:
         .select(*TOPIC, F.col("assignment_key").alias("key"))
         .unionByName(tables[KeyKind.UNASSIGNED].select(*TOPIC, "key"))
     )
-    picked = facts_where(tables, (F.col("roots") == 0) & (F.col("owners") + F.col("waiting") > 0))
+    picked = facts_where(
+        ownership_facts(tables), (F.col("roots") == 0) & (F.col("owners") + F.col("waiting") > 0)
+    )
     ghosts = _about(markers, picked)
     message = _say("%s is assigned (or waits for it) but has no topic key", topic_path())
     return _finding(ghosts, topic_path(), _keys("key"), message)
@@ -397,7 +400,8 @@ def _unlisted(tables: Tables) -> DataFrame:
 @check("namespace-entry-without-topic", WARNING, "a namespace lists a topic that does not exist")
 def _listed_ghost(tables: Tables) -> DataFrame:
     ghosts = _about(
-        _listed(tables), facts_where(tables, (F.col("roots") == 0) & (F.col("listed") > 0))
+        _listed(tables),
+        facts_where(topic_facts(tables), (F.col("roots") == 0) & (F.col("listed") > 0)),
     )
     message = _say("namespace %s lists %s, which has no topic key", "namespace", topic_path())
     return _finding(ghosts, topic_path(), _keys("entry_key"), message)
@@ -452,7 +456,7 @@ def _subscription_of_missing(tables: Tables) -> DataFrame:
         .unionByName(tables[KeyKind.CURSOR].select(*TOPIC, "key"))
     )
     picked = facts_where(
-        tables, (F.col("roots") == 0) & (F.col("subscriptions") + F.col("cursors") > 0)
+        topic_facts(tables), (F.col("roots") == 0) & (F.col("subscriptions") + F.col("cursors") > 0)
     )
     orphans = _about(keys, picked)
     message = _say("%s belongs to %s, which has no topic key", "key", topic_path())
@@ -463,7 +467,7 @@ def _subscription_of_missing(tables: Tables) -> DataFrame:
     "producer-of-missing-topic", WARNING, "a producer is registered on a topic that does not exist"
 )
 def _producer_of_missing(tables: Tables) -> DataFrame:
-    picked = facts_where(tables, (F.col("roots") == 0) & (F.col("producers") > 0))
+    picked = facts_where(topic_facts(tables), (F.col("roots") == 0) & (F.col("producers") > 0))
     orphans = _about(tables[KeyKind.PRODUCER], picked)
     message = _say(
         "producer %s is registered on %s, which has no topic key", "producer_id", topic_path()
@@ -654,7 +658,8 @@ def _orphan_storage(tables: Tables) -> DataFrame:
         .unionByName(tables[KeyKind.STORAGE_STATE].select(*TOPIC, "key"))
     )
     picked = facts_where(
-        tables, (F.col("roots") == 0) & (F.col("objects") + F.col("curs") + F.col("states") > 0)
+        topic_facts(tables),
+        (F.col("roots") == 0) & (F.col("objects") + F.col("curs") + F.col("states") > 0),
     )
     orphans = (
         _about(keys, picked).groupBy(*TOPIC).agg(F.sort_array(F.collect_list("key")).alias("keys"))

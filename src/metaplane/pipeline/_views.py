@@ -7,7 +7,7 @@ tables (`Tables.shared`), and kept in memory with them.
 from __future__ import annotations
 
 import re
-from functools import reduce
+from functools import partial, reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -60,11 +60,23 @@ def topic_facts(tables: Tables) -> DataFrame:
     One aggregation over the keys of every topic-scoped kind, shared by the audit's topic
     checks: each picks the topics it is about from it (a filter) instead of joining whole
     tables with the topic roots, a shuffle of every key each time."""
-    return tables.shared("topic_facts", _topic_facts)
+    return tables.shared("topic_facts", partial(_facts, counted=_COUNTED))
 
 
-def _topic_facts(tables: Tables) -> DataFrame:
-    names = list(_COUNTED)
+_OWNERSHIP = ("roots", "owners", "waiting")
+
+
+def ownership_facts(tables: Tables) -> DataFrame:
+    """The topic facts of ownership alone, for every topic a root, an assignment or an
+    unassigned marker names: namespace, topic, `root_key`, `partitions`, `roots`, `owners`,
+    `waiting`. The ownership checks read these: they need none of the other kinds, which a
+    job that reads only ownership (and keeps its tables) would otherwise parse whole."""
+    counted = {name: _COUNTED[name] for name in _OWNERSHIP}
+    return tables.shared("ownership_facts", partial(_facts, counted=counted))
+
+
+def _facts(tables: Tables, counted: dict[str, KeyKind]) -> DataFrame:
+    names = list(counted)
     root_type = tables[KeyKind.TOPIC_ROOT].schema["value"].dataType
 
     def named(name: str, kind: KeyKind) -> DataFrame:
@@ -77,7 +89,7 @@ def _topic_facts(tables: Tables) -> DataFrame:
             F.lit(names.index(name)).alias("what"),
         )
 
-    keys = reduce(DataFrame.unionByName, (named(n, k) for n, k in _COUNTED.items()))
+    keys = reduce(DataFrame.unionByName, (named(n, k) for n, k in counted.items()))
     what = F.col("what")
     return keys.groupBy(*TOPIC).agg(
         F.max("root_key").alias("root_key"),
@@ -86,11 +98,11 @@ def _topic_facts(tables: Tables) -> DataFrame:
     )
 
 
-def facts_where(tables: Tables, condition: Column) -> DataFrame:
-    """The topics (namespace, topic) whose facts meet `condition`, to join keys with: marked
-    to be broadcast when they are few (a job on the kept facts counts them), as the audit's
-    findings usually are."""
-    picked = topic_facts(tables).where(condition).select(*TOPIC)
+def facts_where(facts: DataFrame, condition: Column) -> DataFrame:
+    """The topics (namespace, topic) whose `facts` (the topic facts, or the ownership facts)
+    meet `condition`, to join keys with: marked to be broadcast when they are few (a job on
+    the kept facts counts them), as the audit's findings usually are."""
+    picked = facts.where(condition).select(*TOPIC)
     return F.broadcast(picked) if picked.count() <= BROADCAST_TOPICS else picked
 
 
