@@ -91,16 +91,23 @@ class Tables:
     and the keys outside the layout. A kind's table is built when first used.
 
     `shared` builds a view that several transforms use once per set of tables; when the
-    tables are kept in memory (`kept`), so are such views."""
+    tables are kept in memory, so are such views (`kept`), and so they are with
+    `keep_views` (tables read from files, cheap to scan again, with views that join and
+    aggregate them)."""
 
     def __init__(
-        self, build: Callable[[KeyKind], DataFrame], unknown: DataFrame, *, keep: bool = False
+        self,
+        build: Callable[[KeyKind], DataFrame],
+        unknown: DataFrame,
+        *,
+        keep: bool = False,
+        keep_views: bool = False,
     ) -> None:
         self._build = build
         self._frames = _Frames(build, keep)
         self.kinds: Mapping[KeyKind, DataFrame] = self._frames
         self.unknown = unknown.persist(StorageLevel.MEMORY_AND_DISK) if keep else unknown
-        self.kept = keep
+        self.kept = keep or keep_views
         self._views: dict[str, DataFrame] = {}
         # Re-entrant: a view may be built on another (the last committed offsets on the
         # object facts), by the thread that holds the lock.
@@ -345,8 +352,9 @@ def _schemas(spark: SparkSession) -> Mapping[str, T.StructType]:
     return MappingProxyType({name: frame.schema for name, frame in tables})
 
 
-def read_tables(spark: SparkSession, folder: Path) -> Tables:
-    """The tables written by `write_tables` (a kind without a folder is an empty table)."""
+def read_tables(spark: SparkSession, folder: Path, *, keep_views: bool = False) -> Tables:
+    """The tables written by `write_tables` (a kind without a folder is an empty table);
+    with `keep_views`, the views shared between transforms are kept in memory."""
     schemas = _schemas(spark)
 
     def read(name: str) -> DataFrame:
@@ -356,4 +364,4 @@ def read_tables(spark: SparkSession, folder: Path) -> Tables:
         # No partitions at all: an absent kind costs the queries that union it nothing.
         return spark.createDataFrame(spark.sparkContext.emptyRDD(), schemas[name])
 
-    return Tables(lambda kind: read(kind.value), read(UNKNOWN))
+    return Tables(lambda kind: read(kind.value), read(UNKNOWN), keep_views=keep_views)
