@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from metaplane.layout import KeyKind
 from metaplane.pipeline._tables import Tables
 from metaplane.pipeline._values import U64_TYPE
-from metaplane.pipeline._views import TOPIC, object_facts, objects, subscriptions, topic_facts
+from metaplane.pipeline._views import TOPIC, object_facts, objects, ownership_facts, subscriptions
 
 CONSUMED = "consumed"
 NO_SUBSCRIPTIONS = "no-subscriptions"
@@ -88,10 +88,9 @@ def _retention_facts(tables: Tables, retention: DataFrame, horizon: Column) -> D
         .where(F.col("valid"))
         .select(*TOPIC, F.col("value.start").try_cast(U64_TYPE).alias("current"))
     )
-    rooted = topic_facts(tables).where((F.col("roots") > 0) & (F.col("objects") > 0))
+    rooted = ownership_facts(tables).where(F.col("roots") > 0).select(*TOPIC)
     return (
-        rooted.select(*TOPIC)
-        .join(object_facts(tables).select(*TOPIC, "last_start"), TOPIC)
+        rooted.join(object_facts(tables).select(*TOPIC, "last_start"), TOPIC)
         .join(current, TOPIC, "left")
         .join(_slowest_cursors(tables), TOPIC, "left")
         .join(F.broadcast(retention), "namespace", "left")
