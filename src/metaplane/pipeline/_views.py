@@ -1,7 +1,8 @@
 """Views of the typed tables that several transforms share: topics and their partitions,
-brokers and their modes, owners, subscriptions with cursors, and each topic's last committed
-offset. Pure functions of `Tables`; the ones that join or aggregate are built once per set of
-tables (`Tables.shared`), and kept in memory with them.
+brokers and their modes, owners, the topic and ownership facts, subscriptions with cursors,
+and each topic's last committed offset. Pure functions of `Tables`; the ones that join or
+aggregate are built once per set of tables (`Tables.shared`), and kept in memory when the
+tables keep their views (`analyze` does).
 """
 
 from __future__ import annotations
