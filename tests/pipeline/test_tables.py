@@ -18,7 +18,15 @@ from pyspark.sql import functions as F
 
 from metaplane.admin._tour import seed_examples
 from metaplane.layout import PATTERNS, KeyKind, LayoutError, ParsedKey, parse
-from metaplane.pipeline import U64_TYPE, Tables, classify, parse_tables, snapshot_frame
+from metaplane.pipeline import (
+    U64_TYPE,
+    Tables,
+    classify,
+    parse_snapshot,
+    parse_tables,
+    snapshot_frame,
+)
+from metaplane.pipeline._views import ownership_facts
 from metaplane.resources import MalformedValue, decode
 from tests.pipeline.conftest import write_snapshot
 
@@ -240,6 +248,34 @@ def test_a_kind_table_is_built_when_first_used_and_once(
     assert built == [K.TOPIC_ROOT, K.TOPIC_ROOT, K.CURSOR]
     kept.unpersist()
     assert not kept_root.is_cached
+
+
+def test_tables_kept_for_the_stages_are_read_back_and_only_their_views_kept(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """`parse_snapshot(keep=True)` writes the tables, then reads them back from their files
+    (kept in memory as they were written, they cost more), and keeps in memory the views the
+    stages share; without `write`, the tables it parses are kept instead."""
+    snapshot = write_snapshot(
+        tmp_path / "snapshot", [(b"/topics/ns/t", b"0"), (b"/cluster/brokers/7/ns/t", b"null")]
+    )
+    folder = tmp_path / "tables"
+    parsed = parse_snapshot(spark, snapshot, folder, keep=True)
+    root = parsed.tables[K.TOPIC_ROOT]
+    assert not root.is_cached
+    files = [Path(name.removeprefix("file:")) for name in root.inputFiles()]
+    assert files and all(file.parent == folder / K.TOPIC_ROOT.value for file in files)
+    assert [(row["topic"], row["value"]) for row in root.collect()] == [("t", 0)]
+    facts = ownership_facts(parsed.tables)
+    assert facts.is_cached and facts.storageLevel.useMemory
+    assert [(row["topic"], row["roots"], row["owners"]) for row in facts.collect()] == [("t", 1, 1)]
+    parsed.close()
+    assert not facts.is_cached
+
+    unwritten = parse_snapshot(spark, snapshot, tmp_path / "unwritten", keep=True, write=False)
+    assert unwritten.tables[K.TOPIC_ROOT].is_cached
+    assert not (tmp_path / "unwritten" / K.TOPIC_ROOT.value).exists()
+    unwritten.close()
 
 
 def test_a_shared_view_may_be_built_on_another_from_several_threads(
