@@ -26,7 +26,7 @@ from metaplane.pipeline import (
     parse_tables,
     snapshot_frame,
 )
-from metaplane.pipeline._views import ownership_facts
+from metaplane.pipeline._views import ownership_facts, topic_facts
 from metaplane.resources import MalformedValue, decode
 from tests.pipeline.conftest import write_snapshot
 
@@ -276,6 +276,58 @@ def test_tables_kept_for_the_stages_are_read_back_and_only_their_views_kept(
     assert unwritten.tables[K.TOPIC_ROOT].is_cached
     assert not (tmp_path / "unwritten" / K.TOPIC_ROOT.value).exists()
     unwritten.close()
+
+
+def test_ownership_facts_picked_from_the_topic_facts_are_the_ones_aggregated_alone(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Where the topic facts are asked for first (`analyze`), the ownership facts are picked
+    from them: the same rows as aggregated on their own, and no topic that only other kinds
+    name (here a subscription)."""
+    snapshot = write_snapshot(
+        tmp_path / "snapshot",
+        [
+            (b"/topics/ns/rooted", b"0"),
+            (b"/topics/ns/parent", b"2"),
+            (b"/cluster/brokers/7/ns/rooted", b"null"),
+            (b"/cluster/brokers/8/ns/rooted", b"null"),
+            (b"/cluster/brokers/7/ns/rootless", b"null"),
+            (b"/cluster/unassigned/ns/waiting", b"null"),
+            (b"/topics/ns/other/subscriptions/s", b'{"subscription_type": "Exclusive"}'),
+        ],
+    )
+    classified = classify(snapshot_frame(spark, snapshot))
+
+    def rows(facts: DataFrame) -> list[tuple[object, ...]]:
+        return sorted(tuple(row) for row in facts.collect())
+
+    alone = parse_tables(classified).cached()
+    expected = rows(ownership_facts(alone))
+    assert not alone.has_view("topic_facts")
+    alone.unpersist()
+    assert expected == [
+        ("ns", "parent", "/topics/ns/parent", 2, 1, 0, 0),
+        ("ns", "rooted", "/topics/ns/rooted", 0, 1, 2, 0),
+        ("ns", "rootless", None, None, 0, 1, 0),
+        ("ns", "waiting", None, None, 0, 0, 1),
+    ]
+
+    picked = parse_tables(classified).cached()
+    assert rows(topic_facts(picked).where(F.col("topic") == "other").select("subscriptions")) == [
+        (1,)
+    ]
+    facts = ownership_facts(picked)
+    assert facts.columns == [
+        "namespace",
+        "topic",
+        "root_key",
+        "partitions",
+        "roots",
+        "owners",
+        "waiting",
+    ]
+    assert rows(facts) == expected
+    picked.unpersist()
 
 
 def test_a_shared_view_may_be_built_on_another_from_several_threads(

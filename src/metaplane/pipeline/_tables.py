@@ -131,6 +131,11 @@ class Tables:
                 self._views[name] = view
             return view
 
+    def has_view(self, name: str) -> bool:
+        """Whether the view `name` was asked for (it may not be computed yet)."""
+        with self._lock:
+            return name in self._views
+
     def cached(self) -> Tables:
         """The same tables, kept in memory once read (for snapshots that fit)."""
         return Tables(self._build, self.unknown, keep=True)
