@@ -41,11 +41,17 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 # HotSpot's 8,000-byte limit, which it leaves interpreted: deciding the kind of 1M keys took
 # 1.6-2.3 s instead of 0.8-1.0 s (local[2]). Spark splits what it can; this lets the JIT
 # compile the rest.
+JIT_OPTIONS = "-XX:-DontCompileHugeMethods"
+"""The options of every JVM of a session metaplane starts (the driver and executors)."""
+
 # The throughput collector, not G1 (the default): these are batch jobs, where pauses matter
 # less than the collector's own work. `analyze` of 10M keys in a JVM of its own took
 # 188.1 s and 185.1 s against 208.8 s and 199.2 s with G1, alternated (docs/pipeline.md).
-JVM_OPTIONS = "-XX:-DontCompileHugeMethods -XX:+UseParallelGC"
-"""The options of every JVM of a session metaplane starts (the driver and executors)."""
+# Only where metaplane starts the one JVM that does the work (local mode): a cluster's JVMs
+# may have a collector chosen by its operators (`spark.*.defaultJavaOptions`), and a JVM
+# given two refuses to start.
+LOCAL_GC_OPTIONS = "-XX:+UseParallelGC"
+"""Added to the driver's options in local mode."""
 
 _session: SparkSession | None = None
 _master: str | None = None
@@ -115,10 +121,11 @@ def _build(master: str | None, shuffle_partitions: int | None, memory: str | Non
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile=file:{_log_config()} "
-        + JVM_OPTIONS,
-        "spark.executor.extraJavaOptions": JVM_OPTIONS,
+        + JIT_OPTIONS,
+        "spark.executor.extraJavaOptions": JIT_OPTIONS,
     }
     if local:
+        settings["spark.driver.extraJavaOptions"] += " " + LOCAL_GC_OPTIONS
         # A laptop's hostname often resolves to nothing useful; local mode needs no network.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         settings["spark.driver.host"] = "127.0.0.1"
