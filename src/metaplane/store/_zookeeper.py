@@ -24,6 +24,7 @@ import contextlib
 import itertools
 import logging
 import random
+import time
 from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -240,6 +241,8 @@ class ZooKeeperStore(MetadataStore):
         """The zxid of the last reply of the store's session handled on the loop."""
         self._recent: list[str] = []
         """Notifications handled since that reply (their changes are after it)."""
+        self._replied_at = 0.0
+        """When (monotonic) that reply was handled."""
         self._followers: set[Any] = set()
         self._watching = False
         self._drops = 0
@@ -320,16 +323,25 @@ class ZooKeeperStore(MetadataStore):
                     if self._watching and epoch == self._epoch:
                         then(reply)
 
+        sent_at = time.monotonic()
         future = wire.call(client or self._client, self._inbox, request, observe)
         try:
             async with asyncio.timeout(self._options.timeout):
                 return await asyncio.shield(future)
         except TimeoutError:
+            if client is None and self._replied_at < sent_at:
+                # Not one reply on the store's session for the whole deadline: its member
+                # may hang. On to the next member with the same session, as kazoo does
+                # when a ping goes unanswered, but after the request's deadline instead of
+                # two thirds of the session's timeout (a hung leader or member otherwise
+                # held writes for 4 s and more of a 6 s session).
+                wire.drop_connection(self._client)
             raise Unavailable(
                 f"{self.url}: no answer within {self._options.timeout} s (it may still apply)"
             ) from None
 
     def _observe(self, reply: wire.Reply) -> None:
+        self._replied_at = time.monotonic()
         if reply.zxid > self._seen:
             self._seen = reply.zxid
         self._recent.clear()
