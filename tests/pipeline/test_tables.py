@@ -327,6 +327,14 @@ def test_ownership_facts_picked_from_the_topic_facts_are_the_ones_aggregated_alo
         "waiting",
     ]
     assert rows(facts) == expected
+
+    # Read from the kept topic facts (the only view with a column `listed`), not aggregated
+    # again from the tables.
+    def plan(frame: DataFrame) -> str:
+        return str(frame._jdf.queryExecution().optimizedPlan().toString())
+
+    assert "listed#" in plan(facts)
+    assert "listed#" not in plan(ownership_facts(alone))
     picked.unpersist()
 
 
