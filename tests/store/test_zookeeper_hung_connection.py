@@ -1,0 +1,166 @@
+"""The ZooKeeper store's session when the connection it talks on hangs, driven through a `Link`
+so that each case hits its window on every run (the ensemble's cases pause real members with
+SIGSTOP; these pin the rule itself).
+
+The rule: a request that gets no reply within the store's deadline, while not one reply came
+on the session since it was sent, breaks the connection, and kazoo carries the same session
+on to a new one; a member that is slow but answers keeps the connection. Without the rule,
+only kazoo's unanswered ping would move the session: two thirds of its timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from metaplane.store import MetadataStore, Unavailable, ZooKeeperStore, connect_store
+from metaplane.testing import ZooKeeperServer
+from metaplane.testing.links import Link, length_prefixed, zookeeper_reply
+
+pytestmark = pytest.mark.backends("zk", reason="the ZooKeeper session's own connection")
+
+REQUEST_TIMEOUT = 1.0
+SESSION_TIMEOUT = 10.0
+"""The test server's largest (its tick is 500 ms)."""
+PING_DEADLINE = SESSION_TIMEOUT * 2 / 3
+"""When kazoo gives up on a connection whose pings go unanswered."""
+
+
+@pytest.fixture
+def link(zookeeper: ZooKeeperServer) -> Iterator[Link]:
+    with Link(("127.0.0.1", zookeeper.client_port), framing=length_prefixed) as running:
+        yield running
+
+
+@pytest.fixture
+async def store(link: Link) -> AsyncIterator[MetadataStore]:
+    url = (
+        f"zk://{link.address}/hung-{uuid.uuid4().hex}"
+        f"?timeout={REQUEST_TIMEOUT}&session_timeout={SESSION_TIMEOUT}"
+    )
+    opened = await connect_store(url)
+    try:
+        yield opened
+    finally:
+        link.resume()
+        await opened.aclose()
+
+
+def session_of(store: MetadataStore) -> int:
+    assert isinstance(store, ZooKeeperStore)
+    session: int = store._client.client_id[0]
+    return session
+
+
+async def put_until_acknowledged(store: MetadataStore, key: str, value: bytes) -> float:
+    """Put until acknowledged (a put that raised `Unavailable` may or may not have applied,
+    and is made again); when (monotonic) it was."""
+    deadline = time.monotonic() + SESSION_TIMEOUT
+    while True:
+        try:
+            await store.put(key, value)
+            return time.monotonic()
+        except Unavailable:
+            if time.monotonic() > deadline:
+                raise
+
+
+async def test_a_connection_silent_for_a_whole_deadline_is_left_for_another(
+    store: MetadataStore, link: Link
+) -> None:
+    session = session_of(store)
+    await store.put("/before", b"1")
+    assert (link.accepted, link.open) == (1, 1)
+
+    link.hang()
+    hung_at = time.monotonic()
+    with pytest.raises(Unavailable, match="no answer within"):
+        await store.get("/before")
+    resumed_at = await put_until_acknowledged(store, "/after", b"2")
+
+    # A new connection, the same session: kazoo moved it when the store broke the silent
+    # connection, at the request's deadline instead of its own ping's.
+    assert link.accepted == 2
+    assert session_of(store) == session
+    assert resumed_at - hung_at < PING_DEADLINE / 2, resumed_at - hung_at
+    before, after = await store.get("/before"), await store.get("/after")
+    assert before is not None and before.value == b"1"
+    assert after is not None and after.value == b"2"
+
+
+@pytest.mark.parametrize("fault", ["refused", "broken after its handshake"])
+async def test_one_transient_error_on_the_way_to_the_next_connection(
+    store: MetadataStore, link: Link, fault: str
+) -> None:
+    """The connection the session moves to fails once, at its TCP accept or right after the
+    session's handshake: kazoo tries again, the session survives, writes go on."""
+    session = session_of(store)
+    await store.put("/before", b"1")
+
+    link.hang()
+    if fault == "refused":
+        link.refuse(times=1)
+    else:
+        link.break_after_handshake(times=1)
+    hung_at = time.monotonic()
+    resumed_at = await put_until_acknowledged(store, "/after", b"2")
+
+    assert link.accepted == 3, "the hung connection, the one that failed, the one that serves"
+    assert session_of(store) == session
+    assert resumed_at - hung_at < PING_DEADLINE / 2, resumed_at - hung_at
+    before, after = await store.get("/before"), await store.get("/after")
+    assert before is not None and before.value == b"1"
+    assert after is not None and after.value == b"2"
+
+
+async def test_a_slow_connection_that_answers_is_kept(store: MetadataStore, link: Link) -> None:
+    """Three reads at once, their replies paced 0.7 s apart: the first comes within its
+    deadline, the two others do not. Their requests fail with `Unavailable`, but a reply did
+    come on the session after they were sent: the member is slow, not hung, and the
+    connection stays."""
+    session = session_of(store)
+    await store.put("/slow", b"1")
+
+    link.pace(0.7, only=zookeeper_reply)
+    results = await asyncio.gather(*(store.get("/slow") for _ in range(3)), return_exceptions=True)
+    link.pace(None)
+
+    first, *late = results
+    assert not isinstance(first, BaseException) and first is not None, first
+    assert first.value == b"1"
+    assert [type(result) for result in late] == [Unavailable, Unavailable], late
+    assert (link.accepted, link.open) == (1, 1), "the slow connection was kept"
+    assert session_of(store) == session
+    await store.put("/slow", b"2")
+    entry = await store.get("/slow")
+    assert entry is not None and entry.value == b"2"
+    assert link.accepted == 1
+
+
+async def test_a_member_that_hangs_and_comes_back_loses_nothing(
+    store: MetadataStore, link: Link
+) -> None:
+    """The hung connection comes back after the session moved (its held bytes then go to a
+    server that closed that connection): acknowledged writes are all there, the session is
+    the one it was, and the store goes on."""
+    session = session_of(store)
+    acknowledged = []
+    for index in range(5):
+        await store.put(f"/acked/{index}", b"v")
+        acknowledged.append(f"/acked/{index}")
+    link.hang()
+    for index in range(5, 10):
+        await put_until_acknowledged(store, f"/acked/{index}", b"v")
+        acknowledged.append(f"/acked/{index}")
+    link.resume()
+    await put_until_acknowledged(store, "/acked/last", b"v")
+    acknowledged.append("/acked/last")
+
+    listing = await store.list("/acked")
+    assert sorted(entry.key for entry in listing.entries) == sorted(acknowledged)
+    assert session_of(store) == session
+    assert link.accepted == 2
