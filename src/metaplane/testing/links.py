@@ -166,6 +166,11 @@ class Link:
                 self._server.close()
             for connection in list(self._connections):
                 connection.abort()
+            # A hung connection's tasks wait for a `resume` that will not come.
+            others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
 
         if self._thread.is_alive():
             asyncio.run_coroutine_threadsafe(close(), self._loop).result(5.0)
@@ -226,8 +231,11 @@ class Link:
             if not chunk:
                 return True
             await connection.flowing.wait()
-            connection.server.write(chunk)
-            await connection.server.drain()
+            try:
+                connection.server.write(chunk)
+                await connection.server.drain()
+            except OSError:
+                return False
 
     async def _downward(self, connection: _Connection, reader: asyncio.StreamReader) -> None:
         """Server to client: frames (paced, broken after the first) or plain chunks."""
