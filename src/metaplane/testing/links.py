@@ -8,7 +8,7 @@ that come slowly but come, a new connection refused or broken after its handshak
         link.hang()                 # every connection open now stops answering …
         link.resume()               # … until now; new connections are served meanwhile
         link.refuse(times=1)        # the next connection is closed as soon as accepted
-        link.pace(0.7, only=is_reply)  # each reply 0.7 s after the one before
+        link.pace(1.0, only=zookeeper_reply)  # each reply 1 s after the one before
 
 A member of a real ensemble hangs as a whole, and a client moves to another member; with one
 link, the client's next connection (to the same server, through the link) plays that member.
@@ -78,8 +78,6 @@ class Link:
         self.framing = framing
         self.accepted = 0
         """Connections accepted so far."""
-        self.closed_by_client = 0
-        """Connections the client ended (not the server, not the link)."""
         self._connections: set[_Connection] = set()
         self._refuse = 0
         self._break = 0
@@ -125,14 +123,17 @@ class Link:
     def break_after_handshake(self, times: int = 1) -> None:
         """The next `times` connections are closed right after the server's first frame
         (needs `framing`)."""
-        assert self.framing is not None, "a handshake is a frame: give the link its framing"
+        if self.framing is None:
+            raise ValueError("a handshake is a frame: give the link its framing")
         self._call(lambda: setattr(self, "_break", self._break + times))
 
     def pace(self, seconds: float | None, only: Callable[[bytes], bool] = lambda _: True) -> None:
-        """From now, each frame from the server that `only` picks is delivered `seconds`
-        after its arrival or after the one picked before, whichever is later (the others
-        pass, in order); None: no more pacing. Needs `framing`."""
-        assert self.framing is not None, "pacing is per frame: give the link its framing"
+        """From now, each frame from the server that `only` picks (never a connection's
+        first, its handshake) is delivered `seconds` after its arrival or after the one
+        picked before, whichever is later; the others are not held but keep their order.
+        None: no more pacing. Needs `framing`."""
+        if self.framing is None:
+            raise ValueError("pacing is per frame: give the link its framing")
         pace = None if seconds is None else _Pace(seconds, only)
         self._call(lambda: setattr(self, "_pace", pace))
 
@@ -212,30 +213,28 @@ class Link:
             upward = asyncio.create_task(self._upward(connection, reader))
             downward = asyncio.create_task(self._downward(connection, up_reader))
             await asyncio.wait([upward, downward], return_when=asyncio.FIRST_COMPLETED)
-            if upward.done() and not upward.cancelled() and upward.result():
-                self.closed_by_client += 1
             upward.cancel()
             downward.cancel()
         finally:
             self._connections.discard(connection)
             connection.abort()
 
-    async def _upward(self, connection: _Connection, reader: asyncio.StreamReader) -> bool:
-        """Client to server, as it comes; True when the client ended the connection."""
+    async def _upward(self, connection: _Connection, reader: asyncio.StreamReader) -> None:
+        """Client to server, as it comes, until either side ends the connection."""
         while True:
             await connection.flowing.wait()
             try:
                 chunk = await reader.read(65536)
             except OSError:
-                return True
+                return
             if not chunk:
-                return True
+                return
             await connection.flowing.wait()
             try:
                 connection.server.write(chunk)
                 await connection.server.drain()
             except OSError:
-                return False
+                return
 
     async def _downward(self, connection: _Connection, reader: asyncio.StreamReader) -> None:
         """Server to client: frames (paced, broken after the first) or plain chunks."""
