@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import get_args, get_type_hints
 
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from metaplane.admin._tour import seed_examples
@@ -39,6 +39,26 @@ OBJECT = (
     b'{"completed":true,"created_at":1768728599,"end_offset":29,"etag":null,'
     b'"object_id":"data-0-29.dnb1","offset_index":%s,"size":%s,"start_offset":0}'
 )
+# (offset_index, size): integers a long holds, one just past it (a u64 all the same), past a
+# u64, negative, and things that are no integer: a document whose integers all fit a long is
+# read with them as longs first, any other is read wide (`_values._document`).
+LONG_EDGES: list[tuple[bytes, bytes]] = [
+    (b"[[9223372036854775807,0]]", b"9223372036854775807"),
+    (b"[[9223372036854775808,0]]", b"9223372036854775808"),
+    (b"[[0,0]]", b"18446744073709551615"),
+    (b"[[0,0]]", b"18446744073709551616"),
+    (b"[[18446744073709551616,0]]", b"1"),
+    (b"[[-1,0]]", b"1"),
+    (b"[]", b"0"),
+    (b"[[1,null]]", b"1"),
+    (b"null", b"1"),
+    (b"[[0,0]]", b'"5"'),
+    (b"[[0,0]]", b"null"),
+    (b"[[0,0]]", b"-9223372036854775808"),
+    (b"[[0,0]]", b"1.0"),
+    (b"[[0,0]]", b"1e3"),
+    (b"[[0,0]]", b"7.5E1"),
+]
 SAMPLES: list[tuple[KeyKind, bytes]] = [
     (K.CURSOR, b"13"),
     (K.CURSOR, b" 13\n"),
@@ -78,6 +98,11 @@ SAMPLES: list[tuple[KeyKind, bytes]] = [
     (K.STORAGE_OBJECT, OBJECT % (b"[[0,0]]", b"7164")),
     (K.STORAGE_OBJECT, OBJECT % (b"[[0,0,1]]", b"7164")),
     (K.STORAGE_OBJECT, OBJECT % (b"[[0,0]]", b"-1")),
+    *((K.STORAGE_OBJECT, OBJECT % edge) for edge in LONG_EDGES),
+    (
+        K.STORAGE_STATE,
+        b'{"sealed":true,"last_committed_offset":9223372036854775808,"broker_id":1,"timestamp":1}',
+    ),
     (K.STORAGE_CUR, b'{"start":"00000000000000000030"}'),
     (K.STORAGE_CUR, b'{"start":"30"}'),
     (K.STORAGE_CUR, b'{"start":"99999999999999999999"}'),
@@ -163,6 +188,48 @@ def test_u64_ids_come_through_intact(tables: Tables) -> None:
     assert Decimal(10285063371164059634) in {row["value"]["broker_id"] for row in states}
     top = tables[KeyKind.CURSOR].where(F.col("value") == Decimal(2**64 - 1)).count()
     assert top == 1
+
+
+def test_documents_read_as_longs_first_are_the_documents_read_wide(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A document whose integers all fit a long is read with them as longs first, the others
+    wide as before: every table is the same, row for row, both ways. (The runtime's verdict
+    on the same values: `test_every_key_gets_its_kind_and_the_runtimes_verdict`.) Here too
+    are a fraction and a quoted number inside the list of integers, where the wide reading
+    does not refuse what the runtime does (a known gap, `_values._list`)."""
+    from metaplane.pipeline import _values
+    from metaplane.pipeline._tables import _table_columns
+
+    odd = [(b"[[0.5,0]]", b"1"), (b'[["5",0]]', b"1")]
+    extra = [(_key(K.STORAGE_OBJECT, 9000 + n), OBJECT % edge) for n, edge in enumerate(odd)]
+    snapshot = write_snapshot(tmp_path / "snapshot", [*_rows(), *extra])
+    classified = classify(snapshot_frame(spark, snapshot)).cache()
+
+    def read_all(narrow_first: bool) -> dict[KeyKind, list[Row]]:
+        _values.NARROW_FIRST = narrow_first
+        _table_columns.cache_clear()
+        parse, _ = _table_columns(spark, K.STORAGE_OBJECT)
+        assert ("AS narrow" in str(parse)) is narrow_first
+        tables = parse_tables(classified)
+        return {
+            kind: sorted(frame.collect(), key=lambda row: str(row["key"]))
+            for kind, frame in tables.kinds.items()
+        }
+
+    try:
+        narrow, wide = read_all(True), read_all(False)
+    finally:
+        _values.NARROW_FIRST = True
+        _table_columns.cache_clear()
+        classified.unpersist()
+    assert narrow.keys() == wide.keys()
+    for kind in narrow:
+        assert narrow[kind] == wide[kind], kind
+    objects = narrow[K.STORAGE_OBJECT]
+    assert len(objects) >= len(LONG_EDGES) + len(odd)
+    sizes = {row["value"]["size"] for row in objects if row["valid"]}
+    assert {Decimal(2**63 - 1), Decimal(2**63), Decimal(2**64 - 1)} <= sizes
 
 
 def test_unknown_keys_are_kept(spark: SparkSession, tmp_path: Path) -> None:
