@@ -146,6 +146,9 @@ def _wrapped(info: mi.Type, raw: Column) -> ValueColumns:
     if isinstance(info, mi.StrType):
         # Spark's reader takes any JSON token as a string; the runtime takes only strings.
         valid = valid & raw.rlike(_JSON_STRING)
+    else:
+        # `5}x` would close the wrapper early, and `x` be ignored.
+        valid = valid & _alone(raw, an_object=False)
     valid = F.coalesce(valid, F.lit(False))
     return ValueColumns(F.when(valid, parsed.try_cast(_table_type(info))), valid, parse)
 
@@ -157,13 +160,15 @@ def _document(info: mi.StructType | mi.DictType, raw: Column) -> ValueColumns:
     parsed = F.col(PARSED)
     if isinstance(info, mi.DictType):
         parse = F.from_json(raw, T.MapType(T.StringType(), _parse_type(info.value_type)))
-        valid = F.coalesce(parsed.isNotNull() & _holds(info, parsed), F.lit(False))
+        checks = [parsed.isNotNull(), _holds(info, parsed), *_below(info, raw, narrow=False)]
+        valid = F.coalesce(_all(checks), F.lit(False)) & _alone(raw, an_object=True)
         return ValueColumns(F.when(valid, parsed.try_cast(_table_type(info))), valid, parse)
     wide = _document_schema(info, "wide")
     narrow = _document_schema(info, "narrow")
     if narrow == wide or not NARROW_FIRST or _has_ids(info):
         parse = F.from_json(raw, wide, _JSON_OPTIONS)
         valid, value = _document_read(info, parsed, raw, narrow=False)
+        valid = valid & _alone(raw, an_object=True)
         return ValueColumns(F.when(valid, value), valid, parse)
     # Read with its integers as LongType first: Spark's reader refuses a record whose integer
     # token does not fit a long, or is a fraction or a string, and such a record (a u64 id
@@ -180,7 +185,7 @@ def _document(info: mi.StructType | mi.DictType, raw: Column) -> ValueColumns:
     fitted = read_narrow.isNotNull() & read_narrow[_CORRUPT].isNull()
     valid_narrow, value_narrow = _document_read(info, read_narrow, raw, narrow=True)
     valid_wide, value_wide = _document_read(info, parsed["wide"], raw, narrow=False)
-    valid = F.when(fitted, valid_narrow).otherwise(valid_wide)
+    valid = F.when(fitted, valid_narrow).otherwise(valid_wide) & _alone(raw, an_object=True)
     return ValueColumns(
         F.when(valid, F.when(fitted, value_narrow).otherwise(value_wide)), valid, parse
     )
@@ -216,6 +221,7 @@ def _document_read(
         *_strict_strings(info, parsed, raw),
         *_absent_not_null(info, parsed, raw),
         *_unquoted_numbers(info, parsed, raw, narrow),
+        *_below(info, raw, narrow),
     ]
     valid = F.coalesce(reduce(lambda left, right: left & right, checks), F.lit(False))
     fields = F.struct(*(parsed[field.encode_name] for field in info.fields))
@@ -252,14 +258,17 @@ def _unquoted_numbers(
     info: mi.StructType, parsed: Column, raw: Column, narrow: bool
 ) -> list[Column]:
     """Spark's wide reading takes a number written as a string ("5"), and an integer written
-    with a fraction or an exponent (1.0, 1e3); the runtime refuses them, so the top-level
-    integer fields read wide are checked to be plain integers in the raw text, and the
-    floating-point ones not to be strings. (Read narrow, an integer field refuses them.)"""
+    with a fraction or an exponent (1.0, 1e3), in a field or in a list of integers; the
+    runtime refuses them, so the top-level integer fields and lists of integers (or of
+    tuples of them) read wide are checked to hold plain integers in the raw text, and the
+    floating-point fields not to be strings. (Read narrow, an integer refuses them.)"""
     checks = []
     for field in info.fields:
         kind = _single(field.type) if isinstance(field.type, mi.UnionType) else field.type
         if isinstance(kind, mi.IntType) and not narrow:
             odd = r'(?:"|-?[0-9]*[.eE])'
+        elif isinstance(kind, mi.ListType) and _of_ints(kind.item_type) and not narrow:
+            odd = _ODD_ITEM
         elif isinstance(kind, mi.FloatType):
             odd = '"'
         else:
@@ -268,6 +277,105 @@ def _unquoted_numbers(
         written = raw.rlike(rf'"{name}"\s*:\s*{odd}')
         checks.append(parsed[field.encode_name].isNull() | ~written)
     return checks
+
+
+_PLAIN = r'[^\[\]".eE]'
+_ODD_ITEM = rf'\[(?:{_PLAIN}|\[{_PLAIN}*+\])*+\[?{_PLAIN}*+[".eE]'
+"""A list (of integers, or of lists of them) with a quote, a point or an exponent in it,
+before it closes: what its plain items and inner lists hold up to there is taken whole
+(possessive), so that the match is linear in the list's length."""
+
+
+def _below(info: mi.StructType | mi.DictType, raw: Column, narrow: bool) -> list[Column]:
+    """The checks above, for the fields below a document's own (in its nested documents, such
+    as a load report's resource usages or a schema reference's entries), and for lists of
+    strings at any depth (a load report's topics): Spark's reader takes a number where a
+    string belongs, and, read wide, a string or a fraction where an integer belongs.
+
+    The raw text is searched for the field's name as a key anywhere in the document (a key
+    is a quoted name followed by a colon: inside a string, its quotes are escaped). So a
+    name is checked only where every field of that name in the document has the same kind;
+    a document's own fields keep the checks above, which also see where they were read as
+    null."""
+    kinds: dict[str, set[str | None]] = {}
+    own = {field.encode_name for field in info.fields} if isinstance(info, mi.StructType) else set()
+    for name, field_type in _fields_below(info):
+        kinds.setdefault(name, set()).add(_odd_value(field_type, narrow))
+    for field in info.fields if isinstance(info, mi.StructType) else ():
+        kinds.setdefault(field.encode_name, set()).add(_odd_value(field.type, narrow))
+    checks = []
+    for name, found in sorted(kinds.items()):
+        odd = next(iter(found)) if len(found) == 1 else None
+        if odd is None or (name in own and odd != _ODD_TEXT_ITEM):
+            continue
+        checks.append(~raw.rlike(rf'"{re.escape(name)}"\s*:\s*{odd}'))
+    return checks
+
+
+def _fields_below(info: mi.Type, depth: int = 0) -> list[tuple[str, mi.Type]]:
+    """Every field (name and type) of the documents nested in `info`, at any depth."""
+    if isinstance(info, mi.UnionType):
+        return [found for member in _members(info) for found in _fields_below(member, depth)]
+    if isinstance(info, mi.ListType | mi.SetType | mi.FrozenSetType | mi.VarTupleType):
+        return _fields_below(info.item_type, depth)
+    if isinstance(info, mi.TupleType):
+        return [found for item in info.item_types for found in _fields_below(item, depth)]
+    if isinstance(info, mi.DictType):
+        return _fields_below(info.value_type, depth + 1)
+    if isinstance(info, mi.StructType):
+        nested = [found for f in info.fields for found in _fields_below(f.type, depth + 1)]
+        mine = [(f.encode_name, f.type) for f in info.fields] if depth > 0 else []
+        return mine + nested
+    return []
+
+
+_ODD_TEXT = r'[^"\sn]'
+"""After a string field's key: a value that is neither a string nor null."""
+_ODD_TEXT_ITEM = r'\[\s*+(?:"(?:[^"\\]|\\.)*+"\s*+,\s*+)*+[^"\s\]n]'
+"""After a list of strings' key: an item, after the strings before it, that is no string."""
+
+
+def _odd_value(info: mi.Type, narrow: bool) -> str | None:
+    """What, after a key of a field of type `info`, Spark's reader takes and the runtime
+    refuses (None: nothing the reader does not already refuse)."""
+    kind = _single(info) if isinstance(info, mi.UnionType) else info
+    if _is_text(kind):
+        return _ODD_TEXT
+    if isinstance(kind, mi.IntType):
+        return None if narrow else r'(?:"|-?[0-9]*[.eE])'
+    if isinstance(kind, mi.FloatType) or (isinstance(kind, mi.UnionType) and _numeric(kind)):
+        return '"'
+    if isinstance(kind, mi.ListType) and _is_text(kind.item_type):
+        return _ODD_TEXT_ITEM
+    if isinstance(kind, mi.ListType) and _of_ints(kind.item_type):
+        return None if narrow else _ODD_ITEM
+    return None
+
+
+def _of_ints(item: mi.Type) -> bool:
+    return isinstance(item, mi.IntType) or (isinstance(item, mi.TupleType) and _int_tuple(item))
+
+
+def _alone(raw: Column, *, an_object: bool) -> Column:
+    """Whether `raw`, a JSON value Spark's reader took (an object, when `an_object`), is alone:
+    nothing after it but whitespace. The reader stops at the end of the first value and
+    ignores what follows; the runtime refuses a value with trailing text.
+
+    An object ends with a closing brace: where the text's first closing brace is its last
+    character, the object ends there (the common case, found without parsing). Elsewhere,
+    Jackson counts the items of `[raw]`: exactly one unless what follows the value starts a
+    second item (a comma) or is no JSON at all; and where the text holds a closing bracket,
+    the items of `[raw,0]`: exactly two unless what follows closes the list early. Both
+    hold only where nothing follows. (Each count is a parse: about 1 µs of CPU.)"""
+    one = F.json_array_length(F.concat(F.lit("["), raw, F.lit("]")))
+    two = F.json_array_length(F.concat(F.lit("["), raw, F.lit(",0]")))
+    parsed = (one == 1) & (~raw.contains("]") | (two == 2))
+    if an_object:
+        # The text before the first closing brace, and the brace, are the whole text (in
+        # bytes: counting characters, as `locate` and `length` do, costs more than Jackson).
+        before = F.substring_index(raw, "}", 1)
+        parsed = (F.octet_length(before) + 1 == F.octet_length(raw)) | parsed
+    return F.coalesce(parsed, F.lit(False))
 
 
 def _nullable_type(info: mi.Type) -> bool:
@@ -304,9 +412,7 @@ def _numeric(info: mi.UnionType) -> bool:
 
 
 def _nullable(field: mi.Field) -> bool:
-    if not field.required:
-        return True
-    return isinstance(field.type, mi.UnionType) and _members(field.type) != field.type.types
+    return not field.required or _nullable_type(field.type)
 
 
 def _parse_type(info: mi.Type) -> T.DataType:
@@ -405,10 +511,10 @@ def _str_bounds(info: mi.StrType, column: Column) -> Column:
 def _list(item: mi.Type, column: Column, narrow: bool) -> Column:
     """Every item of a list meets `item`. Lists of integers (and of tuples of them) are checked
     with array_min / array_max, which Spark compiles; a lambda over each item (forall) runs
-    interpreted and costs tens of times more on the storage objects' offset indexes. Those
-    cheap checks leave out one case, read wide: a fraction (or a number written as a string)
-    inside such a list is not seen. Read narrow (`_document`), the reader refuses both, and
-    the document is read wide."""
+    interpreted and costs tens of times more on the storage objects' offset indexes. Read
+    wide, a fraction (or a number written as a string) inside such a list is not seen here:
+    the raw text is checked for it (`_unquoted_numbers`). Read narrow (`_document`), the
+    reader refuses both, and the document is read wide."""
     if isinstance(item, mi.IntType):
         return _int_items(item, column, narrow)
     first = _first_int(item) if isinstance(item, mi.TupleType) else None
