@@ -69,6 +69,9 @@ LONG_EDGES: list[tuple[bytes, bytes]] = [
     (b"[[18446744073709551615,0],[10,200]]", b"1"),
     (b"[[0,0],[5,100],[7,200]]", b"18446744073709551615"),
 ]
+META = next(value for key, value in seed_examples() if parse(key).kind is K.SCHEMA_METADATA)
+FIRST_VERSION = b'"tags":[]},{"created_at":1768728613'
+"""The end of the first version in the seed's schema metadata (`META`)."""
 SAMPLES: list[tuple[KeyKind, bytes]] = [
     (K.CURSOR, b"13"),
     (K.CURSOR, b" 13\n"),
@@ -145,6 +148,41 @@ SAMPLES: list[tuple[KeyKind, bytes]] = [
     (K.SCHEMA_REFERENCES, b'{"1":[{"name":"n","subject":"s","version":1.0}]}'),
     (K.SCHEMA_REFERENCES, b'{"1":[{"name":"n \\"subject\\": 5","subject":"s","version":1}]}'),
     (K.SCHEMA_REFERENCED_BY, b'{"2":[{"subject":7,"version":1}]}'),
+    # A key of a map, and a field the runtime does not know (a newer writer's), named as a
+    # field of the layout: no fault of its value.
+    (K.SCHEMA_REFERENCES, b'{"name":[]}'),
+    (K.SCHEMA_REFERENCED_BY, b'{"subject":[{"subject":"s","version":1}]}'),
+    (K.LOAD_REPORT, b'{"resources_usage":[],"topic_list":[],"topics_len":0,"x":{"usage":"a"}}'),
+    (K.STORAGE_OBJECT, (OBJECT % (b"[[0,0]]", b"1"))[:-1] + b',"x":{"offset_index":[[0.5]]}}'),
+    # A nested field named as one of the document's own, a nested explicit null where a field
+    # may only be left out, a map's list of strings, NaN and single quotes.
+    (
+        K.SCHEMA_METADATA,
+        META.replace(b'"created_by":"danube-client","version":1', b'"created_by":5,"version":1'),
+    ),
+    (
+        K.SCHEMA_METADATA,
+        META.replace(FIRST_VERSION, b'"tags":[],"description":null' + FIRST_VERSION[9:]),
+    ),
+    (
+        K.SCHEMA_METADATA,
+        META.replace(FIRST_VERSION, b'"tags":[],"deprecation_message":null' + FIRST_VERSION[9:]),
+    ),
+    (K.LEGACY_LOAD_BALANCE, b'{"1":["/a/b", 5]}'),
+    (
+        K.LOAD_REPORT,
+        b'{"resources_usage":[{"resource":"CPU","usage":NaN}],"topic_list":[],"topics_len":0}',
+    ),
+    (K.BROKER_STATE, b"{'mode':'active','reason':'boot'}"),
+    (
+        K.LOAD_REPORT,
+        b'{"resources_usage":[{"resource":"CPU","usage":-1}],"topic_list":[],"topics_len":0}',
+    ),
+    (
+        K.LOAD_REPORT,
+        b'{"resources_usage":[{"resource":"CPU","usage":0},{"resource":"Memory","usage":-0.5}],"topic_list":[],"topics_len":0}',
+    ),
+    (K.CURSOR, b"-0"),
     (K.STORAGE_OBJECT, OBJECT % (b"[[0,0]]", b"7164")),
     (K.STORAGE_OBJECT, OBJECT % (b"[[0,0,1]]", b"7164")),
     (K.STORAGE_OBJECT, OBJECT % (b"[[0,0]]", b"-1")),
@@ -195,10 +233,14 @@ def _rows() -> list[tuple[str, bytes]]:
     seen = {key for key, _ in rows}
     for number, (kind, value) in enumerate(SAMPLES, start=1000):
         rows.append((_key(kind, number), value))
+    taken = {key for key, _ in rows}
     for number, kind in enumerate(PATTERNS, start=5000):
         key = _key(kind, number)
-        if key not in seen and not any(parse(k).kind is kind for k in seen):
+        if key not in taken and not any(parse(k).kind is kind for k in seen):
             rows.append((key, b"null"))  # a kind without an example: its key, any value
+    # One value a key: a kind with one key only (the leader, the legacy load balance) has
+    # one example or sample at most.
+    assert len({key for key, _ in rows}) == len(rows)
     return rows
 
 

@@ -32,9 +32,12 @@ Width = Literal["wide", "narrow", "table"]
 integers all fit is read so first, see `_document`) or as the tables hold them (`table`)."""
 _LONG_MAX = 2**63 - 1
 _CORRUPT = "_corrupt"
-_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+# Spark's reader takes NaN and Infinity as numbers, and single quotes around names and
+# strings; the runtime takes neither.
+_STRICT = {"allowNonNumericNumbers": "false", "allowSingleQuotes": "false"}
+_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT, **_STRICT}
 _NULL = r"^\s*null\s*$"
-_NUMBER = r"^\s*(0|[1-9][0-9]{0,19})\s*$"
+_NUMBER = r"^\s*(-?0|[1-9][0-9]{0,19})\s*$"  # the runtime reads -0 as 0
 _JSON_STRING = r'^\s*"(?:[^"\\]|\\.)*"\s*$'
 
 
@@ -70,8 +73,16 @@ def _padded_offset(value: Column) -> Column:
     return start.rlike(r"^[0-9]{20}$") & number.isNotNull() & (number <= _decimal(U64_MAX))
 
 
+def _usages_not_negative(value: Column) -> Column:
+    # A lambda runs interpreted: load reports are a few keys, one a broker.
+    return F.forall(value["resources_usage"], lambda usage: usage["usage"] >= 0)
+
+
 # What the runtime's value types check in code (`__post_init__`) rather than in their types.
-_CODE_CHECKS = {KeyKind.STORAGE_CUR: _padded_offset}
+_CODE_CHECKS = {
+    KeyKind.STORAGE_CUR: _padded_offset,
+    KeyKind.LOAD_REPORT: _usages_not_negative,
+}
 
 
 def _read(kind: KeyKind, raw: Column) -> ValueColumns:
@@ -140,7 +151,7 @@ def _enum(info: mi.EnumType, raw: Column) -> ValueColumns:
 def _wrapped(info: mi.Type, raw: Column) -> ValueColumns:
     """Any other top-level scalar: read as the field of a one-field document."""
     schema = T.StructType([T.StructField("v", _parse_type(info))])
-    parse = F.from_json(F.concat(F.lit('{"v":'), raw, F.lit("}")), schema)["v"]
+    parse = F.from_json(F.concat(F.lit('{"v":'), raw, F.lit("}")), schema, _STRICT)["v"]
     parsed = F.col(PARSED)
     valid = parsed.isNotNull() & _holds(info, parsed)
     if isinstance(info, mi.StrType):
@@ -159,8 +170,12 @@ def _wrapped(info: mi.Type, raw: Column) -> ValueColumns:
 def _document(info: mi.StructType | mi.DictType, raw: Column) -> ValueColumns:
     parsed = F.col(PARSED)
     if isinstance(info, mi.DictType):
-        parse = F.from_json(raw, T.MapType(T.StringType(), _parse_type(info.value_type)))
-        checks = [parsed.isNotNull(), _holds(info, parsed), *_below(info, raw, narrow=False)]
+        map_type = T.MapType(T.StringType(), _parse_type(info.value_type))
+        parse = F.from_json(raw, map_type, _STRICT)
+        keys = F.map_keys(parsed)
+        # A key of the map named as a field below it is no field: such a name is not searched.
+        odd = [found & ~F.array_contains(keys, name) for name, found in _below(info, raw, False)]
+        checks = [parsed.isNotNull(), _holds(info, parsed), ~_any(odd)]
         valid = F.coalesce(_all(checks), F.lit(False)) & _alone(raw, an_object=True)
         return ValueColumns(F.when(valid, parsed.try_cast(_table_type(info))), valid, parse)
     wide = _document_schema(info, "wide")
@@ -215,17 +230,33 @@ def _document_read(
 ) -> tuple[Column, Column]:
     """Whether `parsed` (the document as read, wide or narrow) is valid, and its typed value
     (to be taken only where valid)."""
+    odd = [
+        *_absent_not_null(info, parsed, raw),
+        *_unquoted_numbers(info, parsed, raw, narrow),
+        *(found for _, found in _below(info, raw, narrow)),
+    ]
     checks = [
         parsed[_CORRUPT].isNull(),
         _holds(info, parsed, narrow),
         *_strict_strings(info, parsed, raw),
-        *_absent_not_null(info, parsed, raw),
-        *_unquoted_numbers(info, parsed, raw, narrow),
-        *_below(info, raw, narrow),
+        ~_any(odd) | _unknown_fields(info, raw),
     ]
     valid = F.coalesce(reduce(lambda left, right: left & right, checks), F.lit(False))
     fields = F.struct(*(parsed[field.encode_name] for field in info.fields))
     return valid, fields.try_cast(_table_type(info))
+
+
+def _unknown_fields(info: mi.StructType, raw: Column) -> Column:
+    """Whether the document has a field of its own that its type does not (the runtime ignores
+    it: a newer writer's addition). The raw-text searches below cannot tell a key inside such
+    a field from the document's own, so where one matched in such a document, it is not
+    taken as a fault. (A parse of the document: it runs only where a search matched.)"""
+    known = F.array(*(F.lit(field.encode_name) for field in info.fields))
+    return F.size(F.array_except(F.json_object_keys(raw), known)) > 0
+
+
+def _any(checks: list[Column]) -> Column:
+    return reduce(lambda left, right: left | right, checks, F.lit(False))
 
 
 def _strict_strings(info: mi.StructType, parsed: Column, raw: Column) -> list[Column]:
@@ -244,14 +275,15 @@ def _absent_not_null(info: mi.StructType, parsed: Column, raw: Column) -> list[C
     """Spark reads an explicit null and an absent field alike; the runtime takes only the
     absence where a field may be left out but is not nullable (a storage object's
     `offset_index`), so the raw text of such a field, when read as null, is checked not to
-    hold it as null. The pattern runs only where the field was read as null."""
-    checks = []
+    hold it as null: what is returned is true where it does. The pattern runs only where the
+    field was read as null."""
+    found = []
     for field in info.fields:
         if not field.required and not _nullable_type(field.type):
             name = re.escape(field.encode_name)
             explicit = raw.rlike(rf'"{name}"\s*:\s*null\b')
-            checks.append(parsed[field.encode_name].isNotNull() | ~explicit)
-    return checks
+            found.append(parsed[field.encode_name].isNull() & explicit)
+    return found
 
 
 def _unquoted_numbers(
@@ -261,8 +293,9 @@ def _unquoted_numbers(
     with a fraction or an exponent (1.0, 1e3), in a field or in a list of integers; the
     runtime refuses them, so the top-level integer fields and lists of integers (or of
     tuples of them) read wide are checked to hold plain integers in the raw text, and the
-    floating-point fields not to be strings. (Read narrow, an integer refuses them.)"""
-    checks = []
+    floating-point fields not to be strings: what is returned is true where they are not.
+    (Read narrow, an integer refuses them.)"""
+    found = []
     for field in info.fields:
         kind = _single(field.type) if isinstance(field.type, mi.UnionType) else field.type
         if isinstance(kind, mi.IntType) and not narrow:
@@ -275,8 +308,8 @@ def _unquoted_numbers(
             continue
         name = re.escape(field.encode_name)
         written = raw.rlike(rf'"{name}"\s*:\s*{odd}')
-        checks.append(parsed[field.encode_name].isNull() | ~written)
-    return checks
+        found.append(parsed[field.encode_name].isNotNull() & written)
+    return found
 
 
 _PLAIN = r'[^\[\]".eE]'
@@ -286,34 +319,46 @@ before it closes: what its plain items and inner lists hold up to there is taken
 (possessive), so that the match is linear in the list's length."""
 
 
-def _below(info: mi.StructType | mi.DictType, raw: Column, narrow: bool) -> list[Column]:
+def _below(
+    info: mi.StructType | mi.DictType, raw: Column, narrow: bool
+) -> list[tuple[str, Column]]:
     """The checks above, for the fields below a document's own (in its nested documents, such
     as a load report's resource usages or a schema reference's entries), and for lists of
     strings at any depth (a load report's topics): Spark's reader takes a number where a
-    string belongs, and, read wide, a string or a fraction where an integer belongs.
+    string belongs, and, read wide, a string or a fraction where an integer belongs; it
+    reads an explicit null where a field may only be left out as its absence. Each name
+    with, as a column, whether the raw text holds such a value after it.
 
     The raw text is searched for the field's name as a key anywhere in the document (a key
     is a quoted name followed by a colon: inside a string, its quotes are escaped). So a
-    name is checked only where every field of that name in the document has the same kind;
-    a document's own fields keep the checks above, which also see where they were read as
-    null."""
-    kinds: dict[str, set[str | None]] = {}
-    own = {field.encode_name for field in info.fields} if isinstance(info, mi.StructType) else set()
-    for name, field_type in _fields_below(info):
-        kinds.setdefault(name, set()).add(_odd_value(field_type, narrow))
-    for field in info.fields if isinstance(info, mi.StructType) else ():
-        kinds.setdefault(field.encode_name, set()).add(_odd_value(field.type, narrow))
-    checks = []
-    for name, found in sorted(kinds.items()):
-        odd = next(iter(found)) if len(found) == 1 else None
-        if odd is None or (name in own and odd != _ODD_TEXT_ITEM):
+    name is searched only where every field of that name in the document is of the same
+    kind; a name only the document's own fields have keeps the checks above (which also see
+    whether the field was read as null). A map's values with no fields (a list of strings
+    per key) are searched after any key."""
+    fields = _fields_below(info)
+    kinds: dict[str, set[_Odd]] = {}
+    for field in [*fields, *(info.fields if isinstance(info, mi.StructType) else ())]:
+        kinds.setdefault(field.encode_name, set()).add(_odd_value(field, narrow))
+    below = {field.encode_name for field in fields}
+    found = []
+    for name, odds in sorted(kinds.items()):
+        (odd,) = odds if len(odds) == 1 else (None,)
+        if odd is None or (name not in below and odd[0] != _ODD_TEXT_ITEM):
             continue
-        checks.append(~raw.rlike(rf'"{re.escape(name)}"\s*:\s*{odd}'))
-    return checks
+        found.append((name, raw.rlike(rf'"{re.escape(name)}"\s*:\s*{_pattern(odd)}')))
+    if isinstance(info, mi.DictType) and not fields:
+        values = mi.Field(name="", encode_name="", type=info.value_type)
+        odd = _odd_value(values, narrow)
+        if odd is not None:
+            found.append(("", raw.rlike(rf"{_JSON_KEY}\s*:\s*{_pattern(odd)}")))
+    return found
 
 
-def _fields_below(info: mi.Type, depth: int = 0) -> list[tuple[str, mi.Type]]:
-    """Every field (name and type) of the documents nested in `info`, at any depth."""
+_JSON_KEY = r'"(?:[^"\\]|\\.)*+"'
+
+
+def _fields_below(info: mi.Type, depth: int = 0) -> list[mi.Field]:
+    """Every field of the documents nested in `info`, at any depth."""
     if isinstance(info, mi.UnionType):
         return [found for member in _members(info) for found in _fields_below(member, depth)]
     if isinstance(info, mi.ListType | mi.SetType | mi.FrozenSetType | mi.VarTupleType):
@@ -324,8 +369,7 @@ def _fields_below(info: mi.Type, depth: int = 0) -> list[tuple[str, mi.Type]]:
         return _fields_below(info.value_type, depth + 1)
     if isinstance(info, mi.StructType):
         nested = [found for f in info.fields for found in _fields_below(f.type, depth + 1)]
-        mine = [(f.encode_name, f.type) for f in info.fields] if depth > 0 else []
-        return mine + nested
+        return [*(info.fields if depth > 0 else ()), *nested]
     return []
 
 
@@ -333,23 +377,34 @@ _ODD_TEXT = r'[^"\sn]'
 """After a string field's key: a value that is neither a string nor null."""
 _ODD_TEXT_ITEM = r'\[\s*+(?:"(?:[^"\\]|\\.)*+"\s*+,\s*+)*+[^"\s\]n]'
 """After a list of strings' key: an item, after the strings before it, that is no string."""
+_Odd = tuple[str | None, bool] | None
+"""What, after a field's key, the runtime refuses and Spark's reader takes: a pattern of the
+value, and whether an explicit null is refused too (None: nothing)."""
 
 
-def _odd_value(info: mi.Type, narrow: bool) -> str | None:
-    """What, after a key of a field of type `info`, Spark's reader takes and the runtime
-    refuses (None: nothing the reader does not already refuse)."""
+def _odd_value(field: mi.Field, narrow: bool) -> _Odd:
+    info = field.type
     kind = _single(info) if isinstance(info, mi.UnionType) else info
+    pattern: str | None = None
     if _is_text(kind):
-        return _ODD_TEXT
-    if isinstance(kind, mi.IntType):
-        return None if narrow else r'(?:"|-?[0-9]*[.eE])'
-    if isinstance(kind, mi.FloatType) or (isinstance(kind, mi.UnionType) and _numeric(kind)):
-        return '"'
-    if isinstance(kind, mi.ListType) and _is_text(kind.item_type):
-        return _ODD_TEXT_ITEM
-    if isinstance(kind, mi.ListType) and _of_ints(kind.item_type):
-        return None if narrow else _ODD_ITEM
-    return None
+        pattern = _ODD_TEXT
+    elif isinstance(kind, mi.IntType):
+        pattern = None if narrow else r'(?:"|-?[0-9]*[.eE])'
+    elif isinstance(kind, mi.FloatType) or (isinstance(kind, mi.UnionType) and _numeric(kind)):
+        pattern = '"'
+    elif isinstance(kind, mi.ListType) and _is_text(kind.item_type):
+        pattern = _ODD_TEXT_ITEM
+    elif isinstance(kind, mi.ListType) and _of_ints(kind.item_type):
+        pattern = None if narrow else _ODD_ITEM
+    null = not field.required and not _nullable_type(info)
+    return (pattern, null) if pattern is not None or null else None
+
+
+def _pattern(odd: tuple[str | None, bool]) -> str:
+    pattern, null = odd
+    if pattern is None:
+        return r"null\b"
+    return rf"(?:{pattern}|null\b)" if null else pattern
 
 
 def _of_ints(item: mi.Type) -> bool:
