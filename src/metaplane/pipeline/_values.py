@@ -299,7 +299,7 @@ def _unquoted_numbers(
     for field in info.fields:
         kind = _single(field.type) if isinstance(field.type, mi.UnionType) else field.type
         if isinstance(kind, mi.IntType) and not narrow:
-            odd = r'(?:"|-?[0-9]*[.eE])'
+            odd = _ODD_INT
         elif isinstance(kind, mi.ListType) and _of_ints(kind.item_type) and not narrow:
             odd = _ODD_ITEM
         elif isinstance(kind, mi.FloatType):
@@ -312,6 +312,8 @@ def _unquoted_numbers(
     return found
 
 
+_ODD_INT = r'(?:"|-?[0-9]*[.eE])'
+"""After an integer field's key: a string, or a number with a fraction or an exponent."""
 _PLAIN = r'[^\[\]".eE]'
 _ODD_ITEM = rf'\[(?:{_PLAIN}|\[{_PLAIN}*+\])*+\[?{_PLAIN}*+[".eE]'
 """A list (of integers, or of lists of them) with a quote, a point or an exponent in it,
@@ -350,11 +352,12 @@ def _below(
         values = mi.Field(name="", encode_name="", type=info.value_type)
         odd = _odd_value(values, narrow)
         if odd is not None:
-            found.append(("", raw.rlike(rf"{_JSON_KEY}\s*:\s*{_pattern(odd)}")))
+            found.append(("", raw.rlike(rf"{_QUOTED}\s*:\s*{_pattern(odd)}")))
     return found
 
 
-_JSON_KEY = r'"(?:[^"\\]|\\.)*+"'
+_QUOTED = r'"(?:[^"\\]|\\.)*+"'
+"""A JSON string (a key or a value), taken whole."""
 
 
 def _fields_below(info: mi.Type, depth: int = 0) -> list[mi.Field]:
@@ -375,7 +378,7 @@ def _fields_below(info: mi.Type, depth: int = 0) -> list[mi.Field]:
 
 _ODD_TEXT = r'[^"\sn]'
 """After a string field's key: a value that is neither a string nor null."""
-_ODD_TEXT_ITEM = r'\[\s*+(?:"(?:[^"\\]|\\.)*+"\s*+,\s*+)*+[^"\s\]n]'
+_ODD_TEXT_ITEM = rf'\[\s*+(?:{_QUOTED}\s*+,\s*+)*+[^"\s\]n]'
 """After a list of strings' key: an item, after the strings before it, that is no string."""
 _Odd = tuple[str | None, bool] | None
 """What, after a field's key, the runtime refuses and Spark's reader takes: a pattern of the
@@ -389,7 +392,7 @@ def _odd_value(field: mi.Field, narrow: bool) -> _Odd:
     if _is_text(kind):
         pattern = _ODD_TEXT
     elif isinstance(kind, mi.IntType):
-        pattern = None if narrow else r'(?:"|-?[0-9]*[.eE])'
+        pattern = None if narrow else _ODD_INT
     elif isinstance(kind, mi.FloatType) or (isinstance(kind, mi.UnionType) and _numeric(kind)):
         pattern = '"'
     elif isinstance(kind, mi.ListType) and _is_text(kind.item_type):
