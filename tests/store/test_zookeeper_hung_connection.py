@@ -5,19 +5,27 @@ SIGSTOP; these pin the rule itself).
 The rule: a request that gets no reply within the store's deadline, while not one reply came
 on the session since it was sent, breaks the connection, and kazoo carries the same session
 on to a new one; a member that is slow but answers keeps the connection. Without the rule,
-only kazoo's unanswered ping would move the session: two thirds of its timeout.
+only kazoo's unanswered ping would move the session: two thirds of its timeout. A member
+found hanging is not tried again while another may serve (a paused server still accepts TCP
+connections, and its handshake would cost a connect timeout), and a connection made since
+the request was sent is never the one broken.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from types import SimpleNamespace
 
 import pytest
+from kazoo.protocol import connection as kazoo_connection  # type: ignore[import-untyped]
 
 from metaplane.store import MetadataStore, Unavailable, ZooKeeperStore, connect_store
+from metaplane.store import _zookeeper_wire as wire
 from metaplane.testing import ZooKeeperServer
 from metaplane.testing.links import Link, length_prefixed, zookeeper_reply
 
@@ -164,3 +172,114 @@ async def test_a_member_that_hangs_and_comes_back_loses_nothing(
     assert sorted(entry.key for entry in listing.entries) == sorted(acknowledged)
     assert session_of(store) == session
     assert link.accepted == 2
+
+
+class FirstOn(random.Random):
+    """kazoo's random state, its shuffle of the members made adversarial: the one on `port`
+    first."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__()
+        self.port = port
+
+    def shuffle(self, x: list[tuple[str, str, int]]) -> None:  # type: ignore[override]
+        x.sort(key=lambda host: host[2] != self.port)
+
+
+async def test_a_member_found_hanging_is_not_tried_again(
+    zookeeper: ZooKeeperServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two ways to one server. The session starts on the second of kazoo's cycle through the
+    members (the first refuses once), so that its next connection starts a new cycle,
+    shuffled. The second is paused as a stopped process is (new connections accepted, never
+    answered) and the shuffle puts it first: the session still moves to the other one at
+    once, not through the paused one's handshake (the session's timeout over the members:
+    5 s here)."""
+    upstream = ("127.0.0.1", zookeeper.client_port)
+    with (
+        Link(upstream, framing=length_prefixed) as other,
+        Link(upstream, framing=length_prefixed) as talking,
+    ):
+        shuffle = FirstOn(other.port)
+        monkeypatch.setattr(kazoo_connection, "random", shuffle)
+        other.refuse(times=1)
+        url = (
+            f"zk://{other.address},{talking.address}/hung-{uuid.uuid4().hex}"
+            f"?timeout={REQUEST_TIMEOUT}&session_timeout={SESSION_TIMEOUT}"
+        )
+        store = await connect_store(url)
+        try:
+            assert (other.accepted, talking.accepted, talking.open) == (1, 1, 1)
+            session = session_of(store)
+            await store.put("/before", b"1")
+            shuffle.port = talking.port
+
+            talking.pause()
+            hung_at = time.monotonic()
+            with pytest.raises(Unavailable, match="no answer within"):
+                await store.get("/before")
+            resumed_at = await put_until_acknowledged(store, "/after", b"2")
+
+            assert talking.accepted == 1, "the paused member was tried again"
+            assert (other.accepted, other.open) == (2, 1)
+            assert session_of(store) == session
+            assert resumed_at - hung_at < PING_DEADLINE / 2, resumed_at - hung_at
+            after = await store.get("/after")
+            assert after is not None and after.value == b"2"
+        finally:
+            talking.resume()
+            await store.aclose()
+
+
+def test_a_member_found_hanging_is_kept_away_from_while_another_may_serve() -> None:
+    a, b, c = ("a", "10.0.0.1", 1), ("b", "10.0.0.2", 2), ("c", "10.0.0.3", 3)
+    now, horizon = 100.0, 6.0
+
+    def order(hung: dict[tuple[str, int], float]) -> list[tuple[str, str, int]]:
+        """The members one attempt tries, in turn."""
+        left, tried, tried_other = [a, b, c], [], False
+        while (chosen := wire.next_member(left, hung, now, horizon, tried_other)) is not None:
+            member, recently_hung = chosen
+            left.remove(member)
+            tried.append(member)
+            tried_other = tried_other or not recently_hung
+        return tried
+
+    assert order({}) == [a, b, c], "kazoo's order"
+    assert order({("10.0.0.1", 1): now - 1}) == [b, c], "hung now: skipped"
+    assert order({("10.0.0.1", 1): now - horizon}) == [b, c, a], "hung long ago: last"
+    assert order({("10.0.0.1", 1): now - 7, ("10.0.0.2", 2): now - 1}) == [c, a]
+    assert order({("10.0.0.2", 1): now - 1}) == [a, b, c], "an address and a port, both"
+    every = {("10.0.0.1", 1): now - 1, ("10.0.0.2", 2): now - 2, ("10.0.0.3", 3): now - 3}
+    assert order(every) == [a, b, c], "all hung: all tried, none waited for in vain"
+
+
+def test_only_the_connection_a_request_went_out_on_is_broken() -> None:
+    """`drop_connection` breaks the connection of `connection_of` at the request's sending,
+    and remembers its member; a connection made since, or none then, is left alone."""
+    sent, sent_peer = tcp_pair()
+    new, new_peer = tcp_pair()
+    with sent, sent_peer, new, new_peer:
+        hung: dict[tuple[str, int], float] = {}
+        client = SimpleNamespace(_connection=SimpleNamespace(_socket=sent), _metaplane_hung=hung)
+        at_sending = wire.connection_of(client)
+        client._connection._socket = new
+        wire.drop_connection(client, at_sending)
+        wire.drop_connection(client, None)
+        new.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            new.recv(1)  # still open: nothing to read, no end of stream
+        assert not hung
+
+        client._connection._socket = sent
+        wire.drop_connection(client, at_sending)
+        assert sent_peer.recv(1) == b"", "the peer sees the connection end"
+        assert list(hung) == [("127.0.0.1", sent_peer.getsockname()[1])]
+
+
+def tcp_pair() -> tuple[socket.socket, socket.socket]:
+    """Two ends of one loopback TCP connection (a member's address is an address and port)."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.create_connection(server.getsockname())
+        accepted, _ = server.accept()
+    return client, accepted

@@ -233,6 +233,10 @@ class ZooKeeperStore(MetadataStore):
             logger=log,
         )
         wire.fast_select(self._client)
+        self._hung: dict[wire.Member, float] = {}
+        """Members a session of this store found hanging, and when: each of its sessions
+        keeps away from them (`wire.avoid_hung`)."""
+        wire.avoid_hung(self._client, self._hung, options.session_timeout)
         self._inbox = wire.Inbox(self._loop)
         """Replies, notifications and connection states of every session of the store,
         handled on the loop in the order kazoo's threads hand them over."""
@@ -324,6 +328,7 @@ class ZooKeeperStore(MetadataStore):
                         then(reply)
 
         sent_at = time.monotonic()
+        sent_on = wire.connection_of(self._client)
         future = wire.call(client or self._client, self._inbox, request, observe)
         try:
             async with asyncio.timeout(self._options.timeout):
@@ -334,8 +339,9 @@ class ZooKeeperStore(MetadataStore):
                 # may hang. On to the next member with the same session, as kazoo does
                 # when a ping goes unanswered, but after the request's deadline instead of
                 # two thirds of the session's timeout (a hung leader or member otherwise
-                # held writes for 4 s and more of a 6 s session).
-                wire.drop_connection(self._client)
+                # held writes for 4 s and more of a 6 s session). Not a connection made
+                # since the request was sent: that one has had no time to answer.
+                wire.drop_connection(self._client, sent_on)
             raise Unavailable(
                 f"{self.url}: no answer within {self._options.timeout} s (it may still apply)"
             ) from None
@@ -1053,6 +1059,7 @@ class ZooKeeperStore(MetadataStore):
         )
         session = _LeaseSession(client)
         wire.fast_select(client)
+        wire.avoid_hung(client, self._hung, float(min(ttl, _LONGEST_SESSION)))
         wire.no_heartbeat(client)
         wire.on_negotiated(client, lambda seconds: setattr(session, "ttl", seconds))
         client.add_listener(lambda state: self._lease_state(session, state))
@@ -1080,13 +1087,14 @@ class ZooKeeperStore(MetadataStore):
         session = self._leases.get(lease)
         if session is None or session.lost:
             raise LeaseNotFound(lease)
+        sent_on = wire.connection_of(session.client)
         future = wire.call(session.client, self._inbox, Exists(self._root, None))
         try:
             async with asyncio.timeout(timeout or self._options.timeout):
                 reply = await asyncio.shield(future)
         except TimeoutError:
             # Its member may hang: on to the next one, within the session's timeout.
-            wire.drop_connection(session.client)
+            wire.drop_connection(session.client, sent_on)
             raise Unavailable(f"{self.url}: lease {lease} not refreshed in time") from None
         if session.lost:
             raise LeaseNotFound(lease)

@@ -19,6 +19,7 @@ import re
 import select
 import socket
 import struct
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -299,15 +300,113 @@ def no_heartbeat(client: KazooClient) -> None:
     client._connection._send_ping = lambda connect_timeout: None
 
 
-def drop_connection(client: KazooClient) -> None:
+Member = tuple[str, int]
+"""A member's address and port."""
+
+
+def drop_connection(client: KazooClient, sent_on: socket.socket | None) -> None:
     """Break `client`'s connection to its member, as kazoo does itself when a ping goes
-    unanswered: it connects to the next member with the same session. A lease's client pings
-    nothing (`no_heartbeat`), so a member that hangs is noticed only by a refresh that gets
-    no answer, which calls this."""
-    sock = client._connection._socket
-    if sock is not None:
+    unanswered, and count the member as hung (`avoid_hung`): kazoo connects to another with
+    the same session. A lease's client pings nothing (`no_heartbeat`), so a member that
+    hangs is noticed only by a refresh that gets no answer, which calls this.
+
+    `sent_on` (`connection_of` when the unanswered request was sent): only that connection
+    is broken. If kazoo has connected anew since, or was between connections then, the
+    connection now is left alone: the request waited through the reconnection, and breaking
+    a new connection would send kazoo through its list of members again."""
+    sock: socket.socket | None = client._connection._socket
+    if sock is None or sock is not sent_on:
+        return
+    hung: dict[Member, float] | None = getattr(client, "_metaplane_hung", None)
+    if hung is not None:
         with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+            address, port = sock.getpeername()[:2]
+            hung[(address, port)] = time.monotonic()
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def connection_of(client: KazooClient) -> socket.socket | None:
+    """`client`'s connection now (its socket, or None between connections): what
+    `drop_connection` may break later."""
+    sock: socket.socket | None = client._connection._socket
+    return sock
+
+
+def avoid_hung(client: KazooClient, hung: dict[Member, float], horizon: float) -> None:
+    """`client` keeps away from the members in `hung` (when, monotonic, each was found
+    hanging), which several clients may share (a store's sessions), each adding what it
+    finds. A member is found hanging when `drop_connection` breaks a connection to it or its
+    handshake gets no answer in time, and is forgiven once a handshake with it succeeds. A
+    paused member (SIGSTOP) still accepts TCP connections: each handshake with it would cost
+    kazoo's connect timeout (the session's timeout over the members).
+
+    kazoo goes once through its shuffled members per attempt, resuming where it was after a
+    connection is lost. Here the member to try is chosen again at each step (`next_member`),
+    so that what another session found meanwhile counts: one found hanging within `horizon`
+    seconds is skipped while the attempt tries another, and tried last when there is no
+    other; one found hanging longer ago comes after those never found hanging."""
+    connection = client._connection
+    client._metaplane_hung = hung
+    connect = connection._connect
+    timeout_error = client.handler.timeout_exception
+
+    def connect_to(host: str, address: str, port: int) -> Any:
+        try:
+            result = connect(host, address, port)
+        except timeout_error:
+            hung[(address, port)] = time.monotonic()
+            raise
+        hung.pop((address, port), None)
+        return result
+
+    def connect_loop(retry: Any) -> Any:
+        """kazoo 2.11's `_connect_loop`, the member to try chosen at each step."""
+        left = connection._expand_client_hosts()
+        if not left:
+            raise kazoo_retry.ForceRetryError("No host resolved. Reconnecting")
+        tried_other = False
+        while not client._stopped.is_set():
+            chosen = next_member(left, hung.copy(), time.monotonic(), horizon, tried_other)
+            if chosen is None:
+                raise kazoo_retry.ForceRetryError("Reconnecting")
+            member, recently_hung = chosen
+            left.remove(member)
+            tried_other = tried_other or not recently_hung
+            status = connection._connect_attempt(*member, retry)
+            if status is kazoo_connection.STOP_CONNECTING:
+                return status
+        return kazoo_connection.STOP_CONNECTING
+
+    connection._connect = connect_to
+    connection._connect_loop = connect_loop
+
+
+def next_member(
+    left: list[tuple[str, str, int]],
+    hung: dict[Member, float],
+    now: float,
+    horizon: float,
+    tried_other: bool,
+) -> tuple[tuple[str, str, int], bool] | None:
+    """Of the (host, address, port) members `left` to try in kazoo's shuffled order, the next
+    one and whether it was found hanging within `horizon` seconds of `now`; None to end the
+    attempt. First those never found hanging, then those found hanging before the horizon,
+    in order; those found hanging since, only when no other was tried in this attempt
+    (`tried_other`): a member that hangs is not waited for while another may serve."""
+
+    def rank(member: tuple[str, str, int]) -> int:
+        found = hung.get((member[1], member[2]))
+        return 0 if found is None else 1 if now - found >= horizon else 2
+
+    ranked = sorted(left, key=rank)
+    if not ranked:
+        return None
+    first = ranked[0]
+    recently_hung = rank(first) == 2
+    if recently_hung and tried_other:
+        return None
+    return first, recently_hung
 
 
 def on_negotiated(client: KazooClient, listener: Callable[[float], None]) -> None:

@@ -81,6 +81,7 @@ class Link:
         self._connections: set[_Connection] = set()
         self._refuse = 0
         self._break = 0
+        self._paused = False
         self._pace: _Pace | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="link", daemon=True)
@@ -107,10 +108,23 @@ class Link:
 
         self._call(hang_all)
 
+    def pause(self) -> None:
+        """As a server stopped with SIGSTOP: every connection open now hangs (`hang`), and
+        each new one is accepted (the kernel does that) and hangs from the start: no
+        handshake is answered."""
+
+        def pause_all() -> None:
+            self._paused = True
+            for connection in self._connections:
+                connection.flowing.clear()
+
+        self._call(pause_all)
+
     def resume(self) -> None:
-        """The hung connections go on, with what they held."""
+        """The hung connections go on, with what they held; new ones flow again."""
 
         def resume_all() -> None:
+            self._paused = False
             for connection in self._connections:
                 connection.flowing.set()
 
@@ -204,7 +218,8 @@ class Link:
             writer.transport.abort()
             return
         connection = _Connection(writer, up_writer)
-        connection.flowing.set()
+        if not self._paused:
+            connection.flowing.set()
         if self._break:
             self._break -= 1
             connection.break_after_handshake = True
