@@ -236,7 +236,7 @@ class ZooKeeperStore(MetadataStore):
         self._hung: dict[wire.Member, float] = {}
         """Members a session of this store found hanging, and when: each of its sessions
         keeps away from them (`wire.avoid_hung`)."""
-        wire.avoid_hung(self._client, self._hung, options.session_timeout)
+        wire.avoid_hung(self._client, self._hung, options.session_timeout / 3)
         self._inbox = wire.Inbox(self._loop)
         """Replies, notifications and connection states of every session of the store,
         handled on the loop in the order kazoo's threads hand them over."""
@@ -1059,7 +1059,7 @@ class ZooKeeperStore(MetadataStore):
         )
         session = _LeaseSession(client)
         wire.fast_select(client)
-        wire.avoid_hung(client, self._hung, float(min(ttl, _LONGEST_SESSION)))
+        wire.avoid_hung(client, self._hung, min(ttl, _LONGEST_SESSION) / 3)
         wire.no_heartbeat(client)
         wire.on_negotiated(client, lambda seconds: setattr(session, "ttl", seconds))
         client.add_listener(lambda state: self._lease_state(session, state))

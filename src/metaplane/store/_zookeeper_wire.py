@@ -345,7 +345,10 @@ def avoid_hung(client: KazooClient, hung: dict[Member, float], horizon: float) -
     connection is lost. Here the member to try is chosen again at each step (`next_member`),
     so that what another session found meanwhile counts: one found hanging within `horizon`
     seconds is skipped while the attempt tries another, and tried last when there is no
-    other; one found hanging longer ago comes after those never found hanging."""
+    other; one found hanging longer ago comes after those never found hanging. A store gives
+    a third of the session's timeout: a member taken for hung that was not (a follower whose
+    leader hung leaves a request unanswered too) is tried again well within the session's
+    life when every other fails."""
     connection = client._connection
     client._metaplane_hung = hung
     connect = connection._connect
