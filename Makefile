@@ -46,6 +46,7 @@ bench: $(STAMP) system-deps
 	$(PY) benchmarks/schema_bench.py
 	$(PY) benchmarks/cluster_bench.py
 	$(PY) benchmarks/failover_bench.py
+	$(PY) benchmarks/zk_failover_bench.py
 	$(PY) benchmarks/pipeline_bench.py
 	$(PY) benchmarks/api_bench.py
 	$(PY) benchmarks/scale_bench.py
