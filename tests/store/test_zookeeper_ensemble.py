@@ -99,7 +99,10 @@ class Peer:
     PATH = "/ensemble-test-peer"
 
     def __init__(self, hosts: str) -> None:
-        self.client = KazooClient(hosts=hosts, timeout=SESSION_TIMEOUT)
+        # The store's own back-off (kazoo's default doubles up to an hour: the reference
+        # would lag a recovery by its own sleep).
+        retry = {"max_tries": -1, "delay": 0.1, "max_delay": 1.0}
+        self.client = KazooClient(hosts=hosts, timeout=SESSION_TIMEOUT, connection_retry=retry)
         self.connected = threading.Event()
         self.client.add_listener(self._state)
         self.acknowledged: list[float] = []
@@ -176,7 +179,11 @@ async def faulted(
     writes = Writes()
     await writes.write_until(store, time.monotonic() + 1)
     victim = clients.member(ensemble, which)
-    writes.unseen_hang = fault == "pause" and which != "store" and victim.mode() == "leader"
+    writes.unseen_hang = (
+        fault == "pause"
+        and victim is not clients.member(ensemble, "store")
+        and victim.mode() == "leader"
+    )
     peer = Peer(",".join(m.hosts for m in ensemble.members if m is not victim))
     await asyncio.to_thread(peer.start)
     if fault == "kill":

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Iterator
 from types import SimpleNamespace
 
 import pytest
+from kazoo.exceptions import ConnectionDropped  # type: ignore[import-untyped]
 from kazoo.protocol import connection as kazoo_connection  # type: ignore[import-untyped]
 
 from metaplane.store import MetadataStore, Unavailable, ZooKeeperStore, connect_store
@@ -250,13 +251,14 @@ def test_a_member_found_hanging_is_kept_away_from_while_another_may_serve() -> N
     assert order({("10.0.0.1", 1): now - horizon}) == [b, c, a], "hung long ago: last"
     assert order({("10.0.0.1", 1): now - 7, ("10.0.0.2", 2): now - 1}) == [c, a]
     assert order({("10.0.0.2", 1): now - 1}) == [a, b, c], "an address and a port, both"
-    every = {("10.0.0.1", 1): now - 1, ("10.0.0.2", 2): now - 2, ("10.0.0.3", 3): now - 3}
-    assert order(every) == [a, b, c], "all hung: all tried, none waited for in vain"
+    every = {("10.0.0.1", 1): now - 1, ("10.0.0.2", 2): now - 3, ("10.0.0.3", 3): now - 2}
+    assert order(every) == [b, c, a], "all hung: all tried, the oldest finding first"
 
 
 def test_only_the_connection_a_request_went_out_on_is_broken() -> None:
-    """`drop_connection` breaks the connection of `connection_of` at the request's sending,
-    and remembers its member; a connection made since, or none then, is left alone."""
+    """`drop_connection` breaks the connection of `connection_of` when the request was
+    queued, and remembers its member; a connection made since is left alone until its
+    handshake is `patience` seconds old, and none at all is left as it is."""
     sent, sent_peer = tcp_pair()
     new, new_peer = tcp_pair()
     with sent, sent_peer, new, new_peer:
@@ -264,17 +266,70 @@ def test_only_the_connection_a_request_went_out_on_is_broken() -> None:
         client = SimpleNamespace(_connection=SimpleNamespace(_socket=sent), _metaplane_hung=hung)
         at_sending = wire.connection_of(client)
         client._connection._socket = new
-        wire.drop_connection(client, at_sending)
-        wire.drop_connection(client, None)
+        client._metaplane_made = (new, time.monotonic())
+        wire.drop_connection(client, at_sending, patience=60)
+        wire.drop_connection(client, None, patience=60)
         new.setblocking(False)
         with pytest.raises(BlockingIOError):
             new.recv(1)  # still open: nothing to read, no end of stream
         assert not hung
 
+        client._connection._socket = None
+        wire.drop_connection(client, at_sending, patience=0)
+        assert not hung
+
         client._connection._socket = sent
-        wire.drop_connection(client, at_sending)
+        wire.drop_connection(client, at_sending, patience=60)
         assert sent_peer.recv(1) == b"", "the peer sees the connection end"
         assert list(hung) == [("127.0.0.1", sent_peer.getsockname()[1])]
+
+        hung.clear()
+        client._connection._socket = new
+        client._metaplane_made = (new, time.monotonic() - 2)
+        wire.drop_connection(client, at_sending, patience=1)
+        assert new_peer.recv(1) == b"", "made since, but silent for longer than the patience"
+        assert list(hung) == [("127.0.0.1", new_peer.getsockname()[1])]
+
+
+def test_what_finds_a_member_hanging_and_what_forgives_it() -> None:
+    """`avoid_hung`'s wrapper of kazoo's `_connect`: a handshake or a TCP connect that timed
+    out finds the member hanging, a refused connection does not, a handshake that succeeds
+    forgives it."""
+
+    class HandshakeTimeout(Exception):
+        pass
+
+    def socket_error(cause: OSError) -> None:
+        try:
+            raise cause
+        except OSError:  # as kazoo's `_socket_error_handling` does
+            raise ConnectionDropped(f"socket connection error: {cause}") from None
+
+    def connect(host: str, address: str, port: int) -> tuple[float, float]:
+        if host == "handshake":
+            raise HandshakeTimeout
+        if host == "tcp":
+            socket_error(TimeoutError("timed out"))
+        if host == "refused":
+            socket_error(ConnectionRefusedError("refused"))
+        return 4000.0, 2000.0
+
+    connection = SimpleNamespace(_connect=connect, _connect_loop=None, _socket=None)
+    client = SimpleNamespace(
+        _connection=connection, handler=SimpleNamespace(timeout_exception=HandshakeTimeout)
+    )
+    hung: dict[tuple[str, int], float] = {}
+    wire.avoid_hung(client, hung, lambda: 2.0)
+
+    with pytest.raises(HandshakeTimeout):
+        connection._connect("handshake", "10.0.0.1", 1)
+    with pytest.raises(ConnectionDropped):
+        connection._connect("tcp", "10.0.0.2", 2)
+    with pytest.raises(ConnectionDropped):
+        connection._connect("refused", "10.0.0.3", 3)
+    assert set(hung) == {("10.0.0.1", 1), ("10.0.0.2", 2)}
+    assert connection._connect("serves", "10.0.0.1", 1) == (4000.0, 2000.0)
+    assert set(hung) == {("10.0.0.2", 2)}
 
 
 def tcp_pair() -> tuple[socket.socket, socket.socket]:

@@ -236,7 +236,7 @@ class ZooKeeperStore(MetadataStore):
         self._hung: dict[wire.Member, float] = {}
         """Members a session of this store found hanging, and when: each of its sessions
         keeps away from them (`wire.avoid_hung`)."""
-        wire.avoid_hung(self._client, self._hung, options.session_timeout / 3)
+        wire.avoid_hung(self._client, self._hung, lambda: options.session_timeout / 3)
         self._inbox = wire.Inbox(self._loop)
         """Replies, notifications and connection states of every session of the store,
         handled on the loop in the order kazoo's threads hand them over."""
@@ -340,8 +340,9 @@ class ZooKeeperStore(MetadataStore):
                 # when a ping goes unanswered, but after the request's deadline instead of
                 # two thirds of the session's timeout (a hung leader or member otherwise
                 # held writes for 4 s and more of a 6 s session). Not a connection made
-                # since the request was sent: that one has had no time to answer.
-                wire.drop_connection(self._client, sent_on)
+                # since the request was queued, unless it has been silent for half the
+                # deadline: a new one has had no time to answer.
+                wire.drop_connection(self._client, sent_on, self._options.timeout / 2)
             raise Unavailable(
                 f"{self.url}: no answer within {self._options.timeout} s (it may still apply)"
             ) from None
@@ -1059,7 +1060,7 @@ class ZooKeeperStore(MetadataStore):
         )
         session = _LeaseSession(client)
         wire.fast_select(client)
-        wire.avoid_hung(client, self._hung, min(ttl, _LONGEST_SESSION) / 3)
+        wire.avoid_hung(client, self._hung, lambda: session.ttl / 3)
         wire.no_heartbeat(client)
         wire.on_negotiated(client, lambda seconds: setattr(session, "ttl", seconds))
         client.add_listener(lambda state: self._lease_state(session, state))
@@ -1089,12 +1090,13 @@ class ZooKeeperStore(MetadataStore):
             raise LeaseNotFound(lease)
         sent_on = wire.connection_of(session.client)
         future = wire.call(session.client, self._inbox, Exists(self._root, None))
+        deadline = timeout or self._options.timeout
         try:
-            async with asyncio.timeout(timeout or self._options.timeout):
+            async with asyncio.timeout(deadline):
                 reply = await asyncio.shield(future)
         except TimeoutError:
             # Its member may hang: on to the next one, within the session's timeout.
-            wire.drop_connection(session.client, sent_on)
+            wire.drop_connection(session.client, sent_on, deadline / 2)
             raise Unavailable(f"{self.url}: lease {lease} not refreshed in time") from None
         if session.lost:
             raise LeaseNotFound(lease)

@@ -31,6 +31,7 @@ from kazoo.exceptions import (  # type: ignore[import-untyped]
     EXCEPTIONS,
     AuthFailedError,
     ConnectionClosedError,
+    ConnectionDropped,
     ConnectionLoss,
     KazooException,
     NoAuthError,
@@ -304,19 +305,24 @@ Member = tuple[str, int]
 """A member's address and port."""
 
 
-def drop_connection(client: KazooClient, sent_on: socket.socket | None) -> None:
+def drop_connection(client: KazooClient, sent_on: socket.socket | None, patience: float) -> None:
     """Break `client`'s connection to its member, as kazoo does itself when a ping goes
     unanswered, and count the member as hung (`avoid_hung`): kazoo connects to another with
     the same session. A lease's client pings nothing (`no_heartbeat`), so a member that
     hangs is noticed only by a refresh that gets no answer, which calls this.
 
-    `sent_on` (`connection_of` when the unanswered request was sent): only that connection
-    is broken. If kazoo has connected anew since, or was between connections then, the
-    connection now is left alone: the request waited through the reconnection, and breaking
-    a new connection would send kazoo through its list of members again."""
+    `sent_on` (`connection_of` when the unanswered request was queued): that connection is
+    broken. A connection kazoo made since (the request waited through the reconnection and
+    went out on it) is broken only once its handshake is `patience` seconds old: a new
+    connection has had no time to answer, and breaking it would send kazoo through its
+    members again; one that has stayed silent that long hangs too."""
     sock: socket.socket | None = client._connection._socket
-    if sock is None or sock is not sent_on:
+    if sock is None:
         return
+    if sock is not sent_on:
+        made: tuple[socket.socket, float] | None = getattr(client, "_metaplane_made", None)
+        if made is None or made[0] is not sock or time.monotonic() - made[1] < patience:
+            return
     hung: dict[Member, float] | None = getattr(client, "_metaplane_hung", None)
     if hung is not None:
         with contextlib.suppress(OSError):
@@ -333,22 +339,26 @@ def connection_of(client: KazooClient) -> socket.socket | None:
     return sock
 
 
-def avoid_hung(client: KazooClient, hung: dict[Member, float], horizon: float) -> None:
+def avoid_hung(
+    client: KazooClient, hung: dict[Member, float], horizon: Callable[[], float]
+) -> None:
     """`client` keeps away from the members in `hung` (when, monotonic, each was found
     hanging), which several clients may share (a store's sessions), each adding what it
-    finds. A member is found hanging when `drop_connection` breaks a connection to it or its
-    handshake gets no answer in time, and is forgiven once a handshake with it succeeds. A
+    finds. A member is found hanging when `drop_connection` breaks a connection to it, or
+    its TCP connect or its handshake gets no answer in time, and is forgiven once a
+    handshake with it succeeds. A
     paused member (SIGSTOP) still accepts TCP connections: each handshake with it would cost
     kazoo's connect timeout (the session's timeout over the members).
 
     kazoo goes once through its shuffled members per attempt, resuming where it was after a
     connection is lost. Here the member to try is chosen again at each step (`next_member`),
-    so that what another session found meanwhile counts: one found hanging within `horizon`
-    seconds is skipped while the attempt tries another, and tried last when there is no
-    other; one found hanging longer ago comes after those never found hanging. A store gives
-    a third of the session's timeout: a member taken for hung that was not (a follower whose
-    leader hung leaves a request unanswered too) is tried again well within the session's
-    life when every other fails."""
+    so that what another session found meanwhile counts: one found hanging within
+    `horizon()` seconds is not tried in an attempt that tries another member, only in one
+    where every member left was found hanging that recently (the oldest finding first);
+    one found hanging longer ago comes after those never found hanging. A store gives a
+    third of the session's timeout (a lease's, as negotiated): a member taken for hung that
+    was not (a follower whose leader hung leaves a request unanswered too) is tried again
+    well within the session's life when every other fails."""
     connection = client._connection
     client._metaplane_hung = hung
     connect = connection._connect
@@ -360,7 +370,14 @@ def avoid_hung(client: KazooClient, hung: dict[Member, float], horizon: float) -
         except timeout_error:
             hung[(address, port)] = time.monotonic()
             raise
+        except ConnectionDropped as error:
+            # A TCP connect that timed out (a host that drops connection requests): kazoo
+            # waited the session's whole timeout for it.
+            if isinstance(error.__context__, TimeoutError):
+                hung[(address, port)] = time.monotonic()
+            raise
         hung.pop((address, port), None)
+        client._metaplane_made = (connection._socket, time.monotonic())
         return result
 
     def connect_loop(retry: Any) -> Any:
@@ -370,7 +387,7 @@ def avoid_hung(client: KazooClient, hung: dict[Member, float], horizon: float) -
             raise kazoo_retry.ForceRetryError("No host resolved. Reconnecting")
         tried_other = False
         while not client._stopped.is_set():
-            chosen = next_member(left, hung.copy(), time.monotonic(), horizon, tried_other)
+            chosen = next_member(left, hung.copy(), time.monotonic(), horizon(), tried_other)
             if chosen is None:
                 raise kazoo_retry.ForceRetryError("Reconnecting")
             member, recently_hung = chosen
@@ -395,18 +412,21 @@ def next_member(
     """Of the (host, address, port) members `left` to try in kazoo's shuffled order, the next
     one and whether it was found hanging within `horizon` seconds of `now`; None to end the
     attempt. First those never found hanging, then those found hanging before the horizon,
-    in order; those found hanging since, only when no other was tried in this attempt
-    (`tried_other`): a member that hangs is not waited for while another may serve."""
+    in order; those found hanging since, oldest finding first, only when no other was tried
+    in this attempt (`tried_other`): a member that hangs is not waited for while another
+    may serve."""
 
-    def rank(member: tuple[str, str, int]) -> int:
+    def rank(member: tuple[str, str, int]) -> tuple[int, float]:
         found = hung.get((member[1], member[2]))
-        return 0 if found is None else 1 if now - found >= horizon else 2
+        if found is None:
+            return 0, 0.0
+        return (1, 0.0) if now - found >= horizon else (2, found)
 
     ranked = sorted(left, key=rank)
     if not ranked:
         return None
     first = ranked[0]
-    recently_hung = rank(first) == 2
+    recently_hung = rank(first)[0] == 2
     if recently_hung and tried_other:
         return None
     return first, recently_hung
