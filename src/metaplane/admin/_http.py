@@ -67,13 +67,15 @@ def with_tag(document: dict[str, Any], tag: str, status: int = 200) -> Response[
 
 
 class JsonRequest(Request[Any, Any, Any]):
-    """A request whose JSON body must be UTF-8. msgspec raises UnicodeDecodeError, not its
-    DecodeError, for a string holding a byte that is not UTF-8 (`"\\x80"`); as a
-    SerializationException it is a bad request (400) like any other body that is no JSON,
-    instead of an internal error."""
+    """A request whose JSON body must be UTF-8, checked before it is parsed: a bad request
+    (400) that says so, like any other body that is no JSON. msgspec 0.22 raises
+    UnicodeDecodeError, not its DecodeError, for a string holding a byte that is not UTF-8
+    (`"\\x80"`), which would be an internal error; 0.23 says "Invalid UTF-8 encoded string"
+    itself. Checked here, the answer is the same whichever msgspec is installed."""
 
     async def json(self) -> Any:
         try:
+            (await self.body()).decode("utf-8")
             return await super().json()
         except UnicodeDecodeError as error:
             raise SerializationException(f"the body is not UTF-8: {error}") from error
