@@ -8,7 +8,7 @@ on to a new one; a member that is slow but answers keeps the connection. Without
 only kazoo's unanswered ping would move the session: two thirds of its timeout. A member
 found hanging is not tried again while another may serve (a paused server still accepts TCP
 connections, and its handshake would cost a connect timeout), and a connection made since
-the request was sent is never the one broken.
+the request was queued is broken only once it has been silent for half the deadline.
 """
 
 from __future__ import annotations
