@@ -320,14 +320,13 @@ def drop_connection(client: KazooClient, sent_on: socket.socket | None, patience
     if sock is None:
         return
     if sock is not sent_on:
-        made: tuple[socket.socket, float] | None = getattr(client, "_metaplane_made", None)
+        made: tuple[socket.socket, float] | None = client._metaplane_made
         if made is None or made[0] is not sock or time.monotonic() - made[1] < patience:
             return
-    hung: dict[Member, float] | None = getattr(client, "_metaplane_hung", None)
-    if hung is not None:
-        with contextlib.suppress(OSError):
-            address, port = sock.getpeername()[:2]
-            hung[(address, port)] = time.monotonic()
+    hung: dict[Member, float] = client._metaplane_hung
+    with contextlib.suppress(OSError):
+        address, port = sock.getpeername()[:2]
+        hung[(address, port)] = time.monotonic()
     with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
 
@@ -346,9 +345,9 @@ def avoid_hung(
     hanging), which several clients may share (a store's sessions), each adding what it
     finds. A member is found hanging when `drop_connection` breaks a connection to it, or
     its TCP connect or its handshake gets no answer in time, and is forgiven once a
-    handshake with it succeeds. A
-    paused member (SIGSTOP) still accepts TCP connections: each handshake with it would cost
-    kazoo's connect timeout (the session's timeout over the members).
+    handshake with it succeeds. A paused member (SIGSTOP) still accepts TCP connections:
+    each handshake with it would cost kazoo's connect timeout (the session's timeout over
+    the members). `drop_connection` needs what this sets on `client`.
 
     kazoo goes once through its shuffled members per attempt, resuming where it was after a
     connection is lost. Here the member to try is chosen again at each step (`next_member`),
@@ -361,6 +360,7 @@ def avoid_hung(
     well within the session's life when every other fails."""
     connection = client._connection
     client._metaplane_hung = hung
+    client._metaplane_made = None  # the socket of the last handshake that succeeded, and when
     connect = connection._connect
     timeout_error = client.handler.timeout_exception
 

@@ -102,11 +102,11 @@ class Link:
     def hang(self) -> None:
         """Every connection open now stops reading and answering, both ways."""
 
-        def hang_all() -> None:
-            for connection in self._connections:
-                connection.flowing.clear()
+        self._call(self._hang_open)
 
-        self._call(hang_all)
+    def _hang_open(self) -> None:
+        for connection in self._connections:
+            connection.flowing.clear()
 
     def pause(self) -> None:
         """As a server stopped with SIGSTOP: every connection open now hangs (`hang`), and
@@ -115,8 +115,7 @@ class Link:
 
         def pause_all() -> None:
             self._paused = True
-            for connection in self._connections:
-                connection.flowing.clear()
+            self._hang_open()
 
         self._call(pause_all)
 
