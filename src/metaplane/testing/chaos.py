@@ -68,6 +68,8 @@ BROKERS = (1, 2, 3)
 SESSION_TTL = 3
 NAMESPACE = "chaos"
 SUBSCRIPTIONS = ("audit", "billing")
+DRIVER_JOURNAL = "nemesis.jsonl"
+"""The driver's and the nemesis' journal, beside the brokers' folder of journals."""
 
 
 @dataclass
@@ -152,7 +154,7 @@ class Chaos:
         self.topics: set[TopicName] = set()
         self.deleted: set[TopicName] = set()
         self.serial = 0
-        self._events = (self.folder / "nemesis.jsonl").open("a", buffering=1)
+        self._events = (self.folder / DRIVER_JOURNAL).open("a", buffering=1)
 
     def record(self, event: str, **fields: object) -> None:
         line = {"t": time.time(), "event": event, **fields}
@@ -256,6 +258,9 @@ class Chaos:
         if len(self.topics) <= 4:
             return
         topic = self.random.choice(sorted(self.topics))
+        # Before the call: a broker may drop the topic's acks (abandon it) before the call
+        # returns, and the checker excuses only what follows a deletion begun.
+        self.record("deleting-topic", topic=topic.path)
         await TopicManager(store).delete(topic)
         self.topics.discard(topic)
         self.deleted.add(topic)
@@ -598,8 +603,12 @@ async def check(store: MetadataStore, journals: Path, report: Report) -> Report:
 
 
 def _journal_lines(journals: Path) -> list[dict[str, Any]]:
-    """Every journal's lines, in time order (one process's in the order it wrote them)."""
-    lines = [line for path in sorted(journals.glob("*.jsonl")) for line in read_journal(path)]
+    """Every broker's journal's lines and the driver's (beside the journals' folder, when
+    there), in time order (one process's in the order it wrote them)."""
+    paths = sorted(journals.glob("*.jsonl"))
+    if (driver := journals.parent / DRIVER_JOURNAL).exists():
+        paths.append(driver)
+    lines = [line for path in paths for line in read_journal(path)]
     lines.sort(key=lambda line: float(line["t"]))  # type: ignore[arg-type]
     return lines
 
@@ -644,10 +653,17 @@ def _check_cursors(lines: list[dict[str, Any]], report: Report) -> None:
     broker process had not written yet when it was killed die with it (docs/cluster.md:
     those messages are delivered again): a new process of that broker (its first
     registration) starts with none — it may well seal a topic its predecessor served, with
-    the cursors the store has."""
+    the cursors the store has. So do the acks of a topic a broker abandons (unloads without
+    a seal) while or after losing the session it loaded the topic under — the leader
+    reassigned the topic without waiting for a seal, as it does a killed broker's; the
+    broker may see its assignment go before its own session says lost — or once the driver
+    began deleting the topic. Any other abandon that drops an ack is a loss; and a seal,
+    whatever befell the session, carries every ack."""
     acked: dict[tuple[int, str], dict[str, int]] = defaultdict(dict)
     written: dict[tuple[int, str], dict[str, int]] = defaultdict(dict)
-    recreated: dict[str, set[str]] = defaultdict(set)
+    loaded_at: dict[tuple[int, str], float] = {}
+    losses = _session_losses(lines)
+    deleting_at: dict[str, float] = {}
     for line in lines:
         event = line["event"]
         if event == "registered" and int(line.get("generation") or 0) == 1:
@@ -655,10 +671,13 @@ def _check_cursors(lines: list[dict[str, Any]], report: Report) -> None:
             for place in [p for p in (*acked, *written) if p[0] == broker]:
                 acked.pop(place, None)
                 written.pop(place, None)
+        elif event == "deleting-topic":
+            deleting_at.setdefault(str(line["topic"]), float(line["t"]))
         elif event == "load":
             place = (int(line["broker"]), str(line["topic"]))
             acked.pop(place, None)
             written.pop(place, None)
+            loaded_at[place] = float(line["t"])
         elif event == "ack":
             place = (int(line["broker"]), str(line["topic"]))
             subscription = str(line["subscription"])
@@ -672,14 +691,51 @@ def _check_cursors(lines: list[dict[str, Any]], report: Report) -> None:
                 written[place][name] = max(written[place].get(name, -1), int(offset))
             if event == "sealed":
                 _compare_cursors(place, acked.pop(place, {}), written.pop(place, {}), report)
+        elif event == "abandon":
+            place = (int(line["broker"]), str(line["topic"]))
+            dropped, done = acked.pop(place, {}), written.pop(place, {})
+            at, since = float(line["t"]), loaded_at.get(place, -1.0)
+            if any(lost > since and began <= at for began, lost in losses[place[0]]):
+                report.checked["abandons-after-a-lost-session"] += 1
+                continue
+            if deleting_at.get(place[1], at) < at:
+                report.checked["abandons-of-deleted-topics"] += 1
+                continue
+            _compare_cursors(place, dropped, done, report, "abandoned it, having written")
         elif event == "cursor-dropped":
-            recreated[str(line["topic"])].add(str(line["subscription"]))
             place = (int(line["broker"]), str(line["topic"]))
             acked[place].pop(str(line["subscription"]), None)
 
 
+def _session_losses(lines: list[dict[str, Any]]) -> dict[int, list[tuple[float, float]]]:
+    """Each broker's sessions that were lost, as spans: to when the broker saw the loss,
+    from when the session stopped being connected (suspended) or from a TTL before, if
+    sooner. The store can drop a lease, and the leader take its topics, before its holder
+    hears: a holder learns it at its next refresh, within a TTL of the last one that
+    succeeded (seen: a refresh answered, the lease gone at the store 4.0 s later with no
+    failed refresh between, and the holder's abandon of a topic 3 ms before its own
+    session said lost)."""
+    losses: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    suspended: dict[int, float] = {}
+    for line in lines:
+        if line["event"] != "session":
+            continue
+        broker, state, at = int(line["broker"]), line.get("state"), float(line["t"])
+        if state == "suspended":
+            suspended.setdefault(broker, at)
+        elif state == "lost":
+            losses[broker].append((min(suspended.pop(broker, at), at - SESSION_TTL), at))
+        else:
+            suspended.pop(broker, None)
+    return losses
+
+
 def _compare_cursors(
-    place: tuple[int, str], acked: dict[str, int], written: dict[str, int], report: Report
+    place: tuple[int, str],
+    acked: dict[str, int],
+    written: dict[str, int],
+    report: Report,
+    outcome: str = "handed over",
 ) -> None:
     broker, topic = place
     report.checked["hand-overs-with-cursors"] += 1
@@ -687,7 +743,7 @@ def _compare_cursors(
         if written.get(name, -1) < offset:
             report.violation(
                 "no-acked-cursor-lost",
-                f"broker {broker} acked {topic}/{name} at {offset} but handed over "
+                f"broker {broker} acked {topic}/{name} at {offset} but {outcome} "
                 f"{written.get(name)}",
             )
 
