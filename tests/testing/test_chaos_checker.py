@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from metaplane import layout
+from metaplane.cluster._moves import BROKER_LOST
 from metaplane.layout import TopicName
 from metaplane.resources import (
     NamespaceManager,
@@ -15,7 +16,6 @@ from metaplane.resources import (
 )
 from metaplane.store import MemoryStore
 from metaplane.testing.chaos import (
-    SESSION_TTL,
     History,
     Report,
     _check_cursors,
@@ -55,17 +55,17 @@ def test_a_write_by_a_broker_that_does_not_own_the_topic_is_found() -> None:
 def test_an_acknowledged_cursor_missing_from_the_hand_over_is_found() -> None:
     report = Report()
     lines = [
-        line("load", t=1, start=0, read=5),
+        line("load", t=1, start=0, read=5, token=5),
         line("ack", t=2, subscription="a", offset=40),
         line("ack", t=3, subscription="a", offset=41),
         line("cursors", t=4, revision=9, cursors={"a": 40}),
         line("sealed", t=5, revision=10, last=50, cursors={}),  # 41 was never written
     ]
-    _check_cursors(lines, report)
+    _check_cursors(lines, History(), report)
     assert len(report.violations["no-acked-cursor-lost"]) == 1
     fixed = Report()
     lines[-1] = line("sealed", t=5, revision=10, last=50, cursors={"a": 41})
-    _check_cursors(lines, fixed)
+    _check_cursors(lines, History(), fixed)
     assert not fixed.violations["no-acked-cursor-lost"]
 
 
@@ -76,121 +76,141 @@ def test_acks_a_killed_process_had_not_written_are_not_held_against_its_successo
     that acked is one."""
     killed = [
         line("registered", t=0, generation=1),
-        line("load", t=1, start=0, read=5),
+        line("load", t=1, start=0, read=5, token=5),
         line("ack", t=2, subscription="a", offset=41),
         line("cursors", t=3, revision=9, cursors={"a": 40}),
         line("registered", t=4, generation=1),  # SIGKILL, then a new process
         line("sealed", t=5, revision=10, last=50, cursors={}),
     ]
     report = Report()
-    _check_cursors(killed, report)
+    _check_cursors(killed, History(), report)
     assert not report.violations["no-acked-cursor-lost"]
     same_process = [*killed[:4], line("registered", t=4, generation=2), killed[5]]
     report = Report()
-    _check_cursors(same_process, report)  # a session lost and registered again: no excuse
-    assert len(report.violations["no-acked-cursor-lost"]) == 1
-
-
-def _served(broker: int = 1) -> list[dict[str, Any]]:
-    """Broker `broker` loads the topic, acks 41 and writes 40."""
-    return [
-        line("registered", broker=broker, t=0, generation=1),
-        line("load", broker=broker, t=1, start=0, read=5),
-        line("ack", broker=broker, t=2, subscription="a", offset=41),
-        line("cursors", broker=broker, t=3, revision=9, cursors={"a": 40}),
-    ]
-
-
-def _abandon(t: float, broker: int = 1) -> dict[str, Any]:
-    return line("abandon", broker=broker, t=t, why="taken", cursors={"a": 41})
-
-
-def _session(state: str, t: float, broker: int = 1) -> dict[str, Any]:
-    return line("session", broker=broker, t=t, state=state, generation=1)
-
-
-def test_an_abandon_that_drops_an_ack_is_a_loss() -> None:
-    """A broker that unloads a topic without a seal drops its pending acks: with its session
-    alive and the topic not being deleted, that is a lost ack."""
-    report = Report()
-    _check_cursors([*_served(), _abandon(t=4)], report)
-    assert report.violations["no-acked-cursor-lost"] == [
-        f"broker 1 acked {TOPIC.path}/a at 41 but abandoned it, having written 40"
-    ]
-
-
-def test_an_abandon_while_the_session_is_lost_drops_acks_as_a_kill_does() -> None:
-    """The leader reassigned the topic of a broker whose session it saw lost, without
-    waiting for a seal: the acks the broker had not written die, as a killed one's do —
-    whether the broker's own session says lost after the abandon (it hears at its next
-    refresh) or before; a loss before the topic was loaded excuses nothing."""
-    cases = {
-        "suspended, abandon, lost": (
-            [_session("suspended", 3.5), _abandon(4), _session("lost", 5)],
-            0,
-        ),
-        "lost, abandon": ([_session("suspended", 3.5), _session("lost", 3.6), _abandon(4)], 0),
-        "abandon just before lost": ([_abandon(4), _session("lost", 4.003)], 0),
-        "lost long after the abandon": ([_abandon(4), _session("lost", 4 + 2 * SESSION_TTL)], 1),
-        "suspended, connected again": (
-            [_session("suspended", 3.5), _session("connected", 3.6), _abandon(4)],
-            1,
-        ),
-        "another broker's loss": ([_session("lost", 4.5, broker=2), _abandon(4)], 1),
-    }
-    for name, (tail, violations) in cases.items():
-        report = Report()
-        _check_cursors(sorted([*_served(), *tail], key=lambda x: x["t"]), report)
-        assert len(report.violations["no-acked-cursor-lost"]) == violations, name
-        assert report.checked["abandons-after-a-lost-session"] == 1 - violations, name
-    before_the_load = [_session("lost", 0.5), *_served()[1:], _abandon(4)]
-    report = Report()
-    _check_cursors(before_the_load, report)
-    assert len(report.violations["no-acked-cursor-lost"]) == 1
-
-
-def test_an_abandon_of_a_topic_being_deleted_drops_its_acks() -> None:
-    deleting = {"t": 3.5, "event": "deleting-topic", "topic": TOPIC.path}
-    report = Report()
-    _check_cursors([*_served(), deleting, _abandon(4)], report)
-    assert not report.violations["no-acked-cursor-lost"]
-    assert report.checked["abandons-of-deleted-topics"] == 1
-    report = Report()
-    _check_cursors([*_served(), _abandon(4), {**deleting, "t": 5}], report)  # deleted after
-    assert len(report.violations["no-acked-cursor-lost"]) == 1
-
-
-def test_a_seal_after_an_abandon_starts_from_nothing() -> None:
-    """CI's case (etcd hung 30 s): broker 3 served a topic, its session was lost, it
-    abandoned the topic (the marker it would seal under had changed) and later sealed the
-    same topic, assigned to it and taken again before it loaded it, with no cursor. The
-    acks went with the abandon; the seal is of a serving that acked nothing. The same seal
-    without the abandon between is a loss."""
-    lines = [
-        *_served(broker=3),
-        _session("suspended", 3.2, broker=3),
-        _session("lost", 3.4, broker=3),
-        _abandon(4, broker=3),
-        line("sealed", broker=3, t=5, revision=30, last=50, cursors={}),
-    ]
-    report = Report()
-    _check_cursors(lines, report)
-    assert not report.violations["no-acked-cursor-lost"]
-    report = Report()
-    _check_cursors([*lines[:5], lines[6]], report)
+    _check_cursors(
+        same_process, History(), report
+    )  # a session lost and registered again: no excuse
     assert len(report.violations["no-acked-cursor-lost"]) == 1
 
 
 def test_a_cursor_of_a_deleted_subscription_may_be_dropped() -> None:
     report = Report()
     lines = [
-        line("load", t=1, start=0, read=5),
+        line("load", t=1, start=0, read=5, token=5),
         line("ack", t=2, subscription="a", offset=40),
         line("cursor-dropped", t=3, subscription="a"),
         line("sealed", t=4, revision=10, last=50, cursors={}),
     ]
-    _check_cursors(lines, report)
+    _check_cursors(lines, History(), report)
     assert not report.violations["no-acked-cursor-lost"]
+
+
+LOST = UnassignedMarker(reason=BROKER_LOST, from_broker=1)
+MOVED = UnassignedMarker(reason="unload", from_broker=1)
+
+
+def _history(*, registered_until: int | None = None) -> History:
+    """Broker 1 registered at 1 (until `registered_until`), the topic created at 2 and
+    assigned to it at 5 (the token of its load)."""
+    history = History()
+    history.put(layout.broker_registration(1), 1, None)
+    if registered_until is not None:
+        history.delete(layout.broker_registration(1), registered_until)
+    history.put(layout.topic_root(TOPIC), 2, None)
+    history.put(layout.assignment(1, TOPIC), 5, None)
+    return history
+
+
+def _taken(history: History, at: int, marker: UnassignedMarker | None) -> None:
+    history.delete(layout.assignment(1, TOPIC), at)
+    if marker is not None:
+        history.put(layout.unassigned(TOPIC), at, marker)
+
+
+def _abandoned(history: History) -> Report:
+    """Broker 1 loads the topic under the assignment of revision 5, acks 41, writes 40 and
+    abandons the topic."""
+    lines = [
+        line("load", t=1, start=0, read=5, token=5),
+        line("ack", t=2, subscription="a", offset=41),
+        line("cursors", t=3, revision=9, cursors={"a": 40}),
+        line("abandon", t=4, why="taken", cursors={"a": 41}),
+    ]
+    report = Report()
+    _check_cursors(lines, history, report)
+    return report
+
+
+def test_an_abandon_that_drops_an_ack_is_a_loss_unless_the_store_shows_why() -> None:
+    """An abandon drops the broker's pending acks. No loss where the leader took the topic
+    from a broker it found gone (as it takes a killed one's), or the topic was deleted; a
+    loss where the broker was there to seal it (a move whose marker the leader consumed
+    anyway, a marker that changed under the hand-over)."""
+    moved = _history()
+    _taken(moved, 20, MOVED)
+    moved.delete(layout.unassigned(TOPIC), 30)  # the leader assigned it: no seal came
+    report = _abandoned(moved)
+    assert report.violations["no-acked-cursor-lost"] == [
+        f"broker 1 acked {TOPIC.path}/a at 41 but abandoned it, having written 40"
+    ]
+
+    lost = _history(registered_until=15)
+    _taken(lost, 20, LOST)
+    report = _abandoned(lost)
+    assert not report.violations["no-acked-cursor-lost"]
+    assert report.checked["abandons: taken while the broker was not registered"] == 1
+
+    back_already = _history()  # registered again before the leader's change landed
+    _taken(back_already, 20, LOST)
+    report = _abandoned(back_already)
+    assert not report.violations["no-acked-cursor-lost"]
+    assert report.checked["abandons: the broker was lost"] == 1
+
+    gone_by_then = _history(registered_until=25)  # moved; lost before the leader assigned it
+    _taken(gone_by_then, 20, MOVED)
+    gone_by_then.delete(layout.unassigned(TOPIC), 30)
+    assert not _abandoned(gone_by_then).violations["no-acked-cursor-lost"]
+
+    deleted = _history()
+    _taken(deleted, 20, None)
+    deleted.delete(layout.topic_root(TOPIC), 20)
+    assert _abandoned(deleted).checked["abandons: the topic was deleted"] == 1
+
+    deleted_while_moving = _history()
+    _taken(deleted_while_moving, 20, MOVED)
+    deleted_while_moving.delete(layout.unassigned(TOPIC), 30)
+    deleted_while_moving.delete(layout.topic_root(TOPIC), 30)
+    assert not _abandoned(deleted_while_moving).violations["no-acked-cursor-lost"]
+
+    lost_later = _history(registered_until=40)  # lost after the leader took the topic
+    _taken(lost_later, 20, MOVED)
+    lost_later.delete(layout.unassigned(TOPIC), 30)
+    assert len(_abandoned(lost_later).violations["no-acked-cursor-lost"]) == 1
+
+    still_assigned = _history(registered_until=15)  # the abandon is not of this assignment
+    assert len(_abandoned(still_assigned).violations["no-acked-cursor-lost"]) == 1
+
+
+def test_a_seal_after_an_abandon_starts_from_nothing() -> None:
+    """CI's case (etcd hung 30 s): broker 1 served a topic, its session was lost, the leader
+    took the topic (`broker_lost`) and broker 1 abandoned it; the topic was assigned to it
+    again and taken before it loaded it, and it sealed it then with no cursor. The acks
+    went with the abandon; the seal is of a serving that acked nothing. The same seal
+    without the abandon before it is a loss."""
+    history = _history(registered_until=15)
+    _taken(history, 20, LOST)
+    lines = [
+        line("load", t=1, start=0, read=5, token=5),
+        line("ack", t=2, subscription="a", offset=41),
+        line("abandon", t=4, why="fence failed", cursors={"a": 41}),
+        line("sealed", t=5, revision=30, last=50, cursors={}),
+    ]
+    report = Report()
+    _check_cursors(lines, history, report)
+    assert not report.violations["no-acked-cursor-lost"]
+    report = Report()
+    _check_cursors([*lines[:2], lines[3]], history, report)
+    assert len(report.violations["no-acked-cursor-lost"]) == 1
 
 
 def test_a_load_below_what_the_store_showed_is_found() -> None:

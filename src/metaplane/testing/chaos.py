@@ -10,7 +10,9 @@ driver keep theirs, and a checker replays them with the store's own history afte
 - no fenced write commits from a broker that was not the topic's owner at that revision (or,
   for a hand-over, the broker the unassigned marker named);
 - no acknowledged cursor is lost: what a broker acknowledged before it handed a topic over
-  is at most the cursor it wrote;
+  is at most the cursor it wrote; a topic unloaded without a seal drops its acks only where
+  the store's history shows that no seal could come (deleted, or taken from a broker the
+  leader found gone);
 - no offset is published twice: a new owner starts after every offset stored or
   acknowledged before it loaded the topic, and storage objects never overlap;
 - no cursor exists without its subscription, at any revision;
@@ -41,6 +43,7 @@ from typing import Any
 from metaplane import layout
 from metaplane.cluster import LocalCluster, move_topic
 from metaplane.cluster._journal import read_journal
+from metaplane.cluster._moves import BROKER_LOST
 from metaplane.layout import KeyKind, TopicName
 from metaplane.resources import (
     BrokerMode,
@@ -68,8 +71,6 @@ BROKERS = (1, 2, 3)
 SESSION_TTL = 3
 NAMESPACE = "chaos"
 SUBSCRIPTIONS = ("audit", "billing")
-DRIVER_JOURNAL = "nemesis.jsonl"
-"""The driver's and the nemesis' journal, beside the brokers' folder of journals."""
 
 
 @dataclass
@@ -154,7 +155,7 @@ class Chaos:
         self.topics: set[TopicName] = set()
         self.deleted: set[TopicName] = set()
         self.serial = 0
-        self._events = (self.folder / DRIVER_JOURNAL).open("a", buffering=1)
+        self._events = (self.folder / "nemesis.jsonl").open("a", buffering=1)
 
     def record(self, event: str, **fields: object) -> None:
         line = {"t": time.time(), "event": event, **fields}
@@ -258,9 +259,6 @@ class Chaos:
         if len(self.topics) <= 4:
             return
         topic = self.random.choice(sorted(self.topics))
-        # Before the call: a broker may drop the topic's acks (abandon it) before the call
-        # returns, and the checker excuses only what follows a deletion begun.
-        self.record("deleting-topic", topic=topic.path)
         await TopicManager(store).delete(topic)
         self.topics.discard(topic)
         self.deleted.add(topic)
@@ -509,7 +507,8 @@ async def one_owner_each(store: MetadataStore, topics: set[TopicName], report: R
 class _Interval:
     start: int
     end: int | None = None  # the revision that ended it (deleted), None: still there
-    value: object = None
+    value: object = None  # the last value written while it lived
+    first: object = None  # the value it was created with
 
 
 class History:
@@ -524,7 +523,7 @@ class History:
         if spans and spans[-1].end is None:
             spans[-1].value = value  # a write to an existing key: it lives on
             return
-        spans.append(_Interval(revision, None, value))
+        spans.append(_Interval(revision, None, value, value))
 
     def delete(self, key: str, revision: int) -> None:
         spans = self.intervals.get(key)
@@ -595,7 +594,7 @@ async def check(store: MetadataStore, journals: Path, report: Report) -> Report:
     history, _ = await replay(store, report)
     lines = _journal_lines(journals)
     _check_fenced_writes(lines, history, report)
-    _check_cursors(lines, report)
+    _check_cursors(lines, history, report)
     _check_offsets(lines, report)
     await _check_objects(store, report)
     await _check_orphan_cursors(store, report)
@@ -603,12 +602,8 @@ async def check(store: MetadataStore, journals: Path, report: Report) -> Report:
 
 
 def _journal_lines(journals: Path) -> list[dict[str, Any]]:
-    """Every broker's journal's lines and the driver's (beside the journals' folder, when
-    there), in time order (one process's in the order it wrote them)."""
-    paths = sorted(journals.glob("*.jsonl"))
-    if (driver := journals.parent / DRIVER_JOURNAL).exists():
-        paths.append(driver)
-    lines = [line for path in paths for line in read_journal(path)]
+    """Every journal's lines, in time order (one process's in the order it wrote them)."""
+    lines = [line for path in sorted(journals.glob("*.jsonl")) for line in read_journal(path)]
     lines.sort(key=lambda line: float(line["t"]))  # type: ignore[arg-type]
     return lines
 
@@ -647,23 +642,22 @@ def _check_fenced_writes(lines: list[dict[str, Any]], history: History, report: 
         )
 
 
-def _check_cursors(lines: list[dict[str, Any]], report: Report) -> None:
+def _check_cursors(lines: list[dict[str, Any]], history: History, report: Report) -> None:
     """What a broker acknowledged while serving a topic is at most the cursor its hand-over
     (or a flush before it) wrote, unless the subscription was deleted meanwhile. Acks a
     broker process had not written yet when it was killed die with it (docs/cluster.md:
     those messages are delivered again): a new process of that broker (its first
     registration) starts with none — it may well seal a topic its predecessor served, with
-    the cursors the store has. So do the acks of a topic a broker abandons (unloads without
-    a seal) while or after losing the session it loaded the topic under — the leader
-    reassigned the topic without waiting for a seal, as it does a killed broker's; the
-    broker may see its assignment go before its own session says lost — or once the driver
-    began deleting the topic. Any other abandon that drops an ack is a loss; and a seal,
-    whatever befell the session, carries every ack."""
+    the cursors the store has.
+
+    A broker that unloads a topic without a seal (an abandon) drops its pending acks. That
+    is no loss where the store shows why no seal could be: the leader took the topic from a
+    broker it found gone (`_taken_without_seal`), as it takes a killed broker's, or the topic
+    was deleted. Any other abandon that drops an ack is a loss; and a seal, whatever befell
+    the broker's session, carries every ack."""
     acked: dict[tuple[int, str], dict[str, int]] = defaultdict(dict)
     written: dict[tuple[int, str], dict[str, int]] = defaultdict(dict)
-    loaded_at: dict[tuple[int, str], float] = {}
-    losses = _session_losses(lines)
-    deleting_at: dict[str, float] = {}
+    tokens: dict[tuple[int, str], int] = {}
     for line in lines:
         event = line["event"]
         if event == "registered" and int(line.get("generation") or 0) == 1:
@@ -671,13 +665,11 @@ def _check_cursors(lines: list[dict[str, Any]], report: Report) -> None:
             for place in [p for p in (*acked, *written) if p[0] == broker]:
                 acked.pop(place, None)
                 written.pop(place, None)
-        elif event == "deleting-topic":
-            deleting_at.setdefault(str(line["topic"]), float(line["t"]))
         elif event == "load":
             place = (int(line["broker"]), str(line["topic"]))
             acked.pop(place, None)
             written.pop(place, None)
-            loaded_at[place] = float(line["t"])
+            tokens[place] = int(line["token"])
         elif event == "ack":
             place = (int(line["broker"]), str(line["topic"]))
             subscription = str(line["subscription"])
@@ -694,12 +686,9 @@ def _check_cursors(lines: list[dict[str, Any]], report: Report) -> None:
         elif event == "abandon":
             place = (int(line["broker"]), str(line["topic"]))
             dropped, done = acked.pop(place, {}), written.pop(place, {})
-            at, since = float(line["t"]), loaded_at.get(place, -1.0)
-            if any(lost > since and began <= at for began, lost in losses[place[0]]):
-                report.checked["abandons-after-a-lost-session"] += 1
-                continue
-            if deleting_at.get(place[1], at) < at:
-                report.checked["abandons-of-deleted-topics"] += 1
+            why = _taken_without_seal(history, place, tokens.get(place))
+            if why is not None:
+                report.checked[f"abandons: {why}"] += 1
                 continue
             _compare_cursors(place, dropped, done, report, "abandoned it, having written")
         elif event == "cursor-dropped":
@@ -707,29 +696,36 @@ def _check_cursors(lines: list[dict[str, Any]], report: Report) -> None:
             acked[place].pop(str(line["subscription"]), None)
 
 
-def _session_losses(lines: list[dict[str, Any]]) -> dict[int, list[tuple[float, float]]]:
-    """Each broker's sessions that were lost, as spans: to when the broker saw the loss,
-    from when the session stopped being connected (suspended) or from a TTL before, if
-    sooner. The store can drop a lease, and the leader take its topics, before its holder
-    hears: it learns at its next refresh, within a TTL of the last that succeeded. etcd
-    3.4.23 does so when a paused leader runs again: it revokes the leases whose TTL ran out
-    in its own view, though their holders kept them alive through the new leader (etcd
-    issue 15247, docs/store.md). Seen in a run: a refresh answered, the lease revoked 4.0 s
-    later with no refresh failing between, and the holder's abandon of a topic 3 ms before
-    its own session said lost."""
-    losses: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    suspended: dict[int, float] = {}
-    for line in lines:
-        if line["event"] != "session":
-            continue
-        broker, state, at = int(line["broker"]), line.get("state"), float(line["t"])
-        if state == "suspended":
-            suspended.setdefault(broker, at)
-        elif state == "lost":
-            losses[broker].append((min(suspended.pop(broker, at), at - SESSION_TTL), at))
-        else:
-            suspended.pop(broker, None)
-    return losses
+def _taken_without_seal(history: History, place: tuple[int, str], token: int | None) -> str | None:
+    """Why, by the store's history, the topic a broker loaded under the assignment created
+    at `token` went on without its seal: the topic was deleted (at the assignment's end,
+    or at the end of the marker that took it); the broker was not registered when its
+    assignment ended or that marker was consumed (the leader waits for no seal then); or
+    the marker says the broker was lost (`broker_lost`: the leader found its registration
+    gone). None: no such reason — the broker was there to seal it."""
+    broker, path = place
+    topic = TopicName.parse(path)
+    span = None if token is None else history.at(layout.assignment(broker, topic), token)
+    if span is None or span.end is None:
+        return None
+    ended = span.end
+    root, registration = layout.topic_root(topic), layout.broker_registration(broker)
+    if history.at(root, ended) is None:
+        return "the topic was deleted"
+    if history.at(registration, ended) is None:
+        return "taken while the broker was not registered"
+    marker = history.at(layout.unassigned(topic), ended)
+    if marker is None or marker.start != ended:
+        return None
+    if isinstance(marker.first, UnassignedMarker) and marker.first.reason == BROKER_LOST:
+        return "the broker was lost"
+    if marker.end is None:
+        return None
+    if history.at(root, marker.end) is None:
+        return "the topic was deleted"
+    if history.at(registration, marker.end) is None:
+        return "taken while the broker was not registered"
+    return None
 
 
 def _compare_cursors(
