@@ -208,6 +208,20 @@ SAMPLES: list[tuple[KeyKind, bytes]] = [
     (K.SCHEMA_CONFIG, b"{}"),
     (K.SCHEMA_CONFIG, b'{"json_schema_draft":7}'),
     (K.SCHEMA_CONFIG, b'"draft-07"'),  # (the global config, one key, has its value type)
+    # Written as the runtime's encoder writes them, well-formed or not by their bounds and
+    # required fields.
+    (K.SUBSCRIPTION, SUBSCRIPTION % (b"12", 6, b"1")),
+    (K.SUBSCRIPTION, SUBSCRIPTION % (b"12", 7, b"9")),  # no such subscription type
+    (K.STORAGE_OBJECT, (OBJECT % (b"[[0,0],[5,100]]", b"70")).replace(b"null", b'"e7"')),
+    (K.STORAGE_OBJECT, (OBJECT % (b"[[0,0]]", b"-70")).replace(b"null", b'"e7"')),
+    (K.STORAGE_STATE, b'{"sealed":true,"last_committed_offset":21,"timestamp":1}'),  # no broker
+    (K.STORAGE_STATE, b'{"sealed":false,"last_committed_offset":0,"broker_id":7,"timestamp":2}'),
+    (K.BROKER_STATE, b'{"mode":"active","reason":"boot"}'),
+    (K.NAMESPACE_POLICY, b'{"max_producers_per_topic":3}'),
+    # A field that must be there, even as null: absent, and absent where the rest is written
+    # as the runtime writes it.
+    (K.STORAGE_OBJECT, (OBJECT % (b"[[0,0]]", b"8")).replace(b'"etag":null,', b"")),
+    (K.STORAGE_OBJECT, (OBJECT % (b"[[0,0]]", b"9")).replace(b'"etag":null,', b" ")),
 ]
 
 

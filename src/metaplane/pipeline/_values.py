@@ -238,12 +238,30 @@ def _document_read(
     checks = [
         parsed[_CORRUPT].isNull(),
         _holds(info, parsed, narrow),
+        *_present(info, parsed, raw),
         *_strict_strings(info, parsed, raw),
         ~_any(odd) | _unknown_fields(info, raw),
     ]
     valid = F.coalesce(reduce(lambda left, right: left & right, checks), F.lit(False))
     fields = F.struct(*(parsed[field.encode_name] for field in info.fields))
     return valid, fields.try_cast(_table_type(info))
+
+
+def _present(info: mi.StructType, parsed: Column, raw: Column) -> list[Column]:
+    """Spark reads an absent field and an explicit null alike; the runtime refuses the
+    absence of a field that must be there even if null (a storage object's `etag`), so such
+    a field, when read as null, is checked to be written as null in the raw text. A name
+    that a nested document's field has too is not searched: the search cannot tell the
+    levels apart (nor a field the type does not know, holding the name as a key, from the
+    document's own: such a document hides the absence)."""
+    below = {field.encode_name for field in _fields_below(info)}
+    checks = []
+    for field in info.fields:
+        if field.required and _nullable_type(field.type) and field.encode_name not in below:
+            name = re.escape(field.encode_name)
+            written = raw.rlike(rf'"{name}"\s*:\s*null\b')
+            checks.append(parsed[field.encode_name].isNotNull() | written)
+    return checks
 
 
 def _unknown_fields(info: mi.StructType, raw: Column) -> Column:
