@@ -577,8 +577,18 @@ class BrokerNode:
         await self._hand_over(topic, fence)
 
     async def _hand_over_at_stop(self, topic: TopicName) -> None:
-        self._serving.discard(topic)
+        """Hand `topic` over as we stop: under the assignment we loaded it with, as the
+        store has it now — or, where it was taken meanwhile (a move while we stopped, after
+        our reconciliation loop ended), as a release does: under the marker that took it,
+        or to ourselves under an assignment since made. Fenced on an assignment that is
+        gone, the seal would be refused and the topic abandoned with its acks."""
         served = self._served[topic]
+        assigned = await self.store.get(layout.assignment(self.broker_id, topic))
+        token = None if assigned is None else assigned.create_revision
+        if token != served.token:
+            await self._release(topic, token)
+            return
+        self._serving.discard(topic)
         await self._hand_over(topic, owned(self.broker_id, topic, served.token))
 
     async def _marker(self, topic: TopicName) -> Entry | None:
