@@ -18,7 +18,6 @@ from metaplane.cluster import BrokerConfig, BrokerNode, CursorBatcher, QuietTopi
 from metaplane.cluster._cursors import DEFAULT_INTERVAL
 from metaplane.cluster._node import registration
 from metaplane.coordination import SessionState
-from metaplane.layout import TopicName
 from metaplane.resources import (
     BrokerMode,
     BrokerRegistration,
@@ -170,38 +169,6 @@ async def test_cursors_are_flushed_when_the_broker_stops(
     entry = await store.get(layout.cursor(topic, "sub"))
     assert entry is not None and entry.value == b"123"
     assert await store.get(layout.broker_registration(BROKER)) is None
-
-
-@pytest.mark.parametrize("back", [False, True], ids=["moved", "moved-and-back"])
-async def test_a_topic_moved_while_the_broker_stops_is_sealed_with_its_cursors(
-    store: MetadataStore, broker: BrokerNode, monkeypatch: pytest.MonkeyPatch, back: bool
-) -> None:
-    """The leader's move lands after the broker's reconciliation loop ended and before its
-    stop hands the topic over (the window, made exact: the move is written as the stop's
-    hand-over of that topic begins). The topic is sealed, with its cursor, under the marker
-    that took it — or, assigned to the broker again meanwhile, under that assignment: not
-    abandoned with its acks for a fence on the assignment that is gone."""
-    topic = (await create_topics(store, 1))[0]
-    await OwnershipManager(store).assign(topic, BROKER)
-    await broker.caught_up(await store.revision(), timeout=10)
-    broker.ack(topic, "sub", 123)
-    hand_over = broker._hand_over_at_stop
-
-    async def moved_first(which: TopicName) -> None:
-        await OwnershipManager(store).unassign(which)  # reason "unload", from us
-        if back:
-            await OwnershipManager(store).assign(which, BROKER)
-        await hand_over(which)
-
-    monkeypatch.setattr(broker, "_hand_over_at_stop", moved_first)
-    await broker.stop()
-    assert broker.abandoned == 0
-    cursor = await store.get(layout.cursor(topic, "sub"))
-    assert cursor is not None and cursor.value == b"123"
-    sealed = await store.get(layout.storage_state(topic))
-    took = await store.get(layout.assignment(BROKER, topic) if back else layout.unassigned(topic))
-    assert sealed is not None and took is not None
-    assert sealed.mod_revision > took.mod_revision  # sealed under what took it
 
 
 async def test_a_load_report_lists_its_first_topics_and_counts_them_all(

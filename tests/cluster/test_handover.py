@@ -11,6 +11,7 @@ advances."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -107,6 +108,78 @@ async def test_stop_during_a_flush_in_flight_loses_no_cursor(
     assert await cursor(store, topic) == 7
     assert (await sealed(store, topic)).last_committed_offset == 9
     assert await store.get(layout.broker_registration(BROKER)) is None
+
+
+STOP_RACES = [
+    "moved as the stop hands it over",
+    "moved and back",
+    "moved after the stop read its assignment",
+    "moved, the read of its assignment failing once",
+    "moved, the seal failing once before it applies",
+    "moved, the seal failing once after it applies",
+]
+
+
+@pytest.mark.parametrize("race", STOP_RACES)
+async def test_a_topic_moved_while_the_broker_stops_is_sealed_with_its_cursor(
+    store: MetadataStore,
+    faulty: FaultyStore,
+    start_broker: Started,
+    monkeypatch: pytest.MonkeyPatch,
+    race: str,
+) -> None:
+    """The leader's move lands after the broker's reconciliation loop ended, as its stop
+    hands the topic over — the window made exact by writing the move from the stop's own
+    step: before the stop reads the assignment, or between that read and the seal's write
+    (whose fence then fails), or with one transient error at the read or at the seal. The
+    topic is sealed, with its cursor, under the marker that took it (under the new
+    assignment, moved back): never abandoned with its acks."""
+    topic = (await create_topics(store, 1))[0]
+    broker, host = await start_broker()
+    await assign(store, topic, broker)
+    host.publish(topic, 30)
+    broker.ack(topic, "sub", 20)
+    moved: list[int] = []
+
+    async def move() -> None:
+        if not moved:
+            moved.append(await move_away(store, topic))
+            if race == "moved and back":
+                await OwnershipManager(store).assign(topic, BROKER)
+
+    if race == "moved after the stop read its assignment":
+        hand_over = broker._hand_over
+
+        async def moved_first(*args: Any, **kwargs: Any) -> None:
+            await move()
+            await hand_over(*args, **kwargs)
+
+        monkeypatch.setattr(broker, "_hand_over", moved_first)
+    else:
+        stop_step = broker._hand_over_at_stop
+
+        async def moved_then(which: TopicName) -> None:
+            await move()
+            await stop_step(which)
+
+        monkeypatch.setattr(broker, "_hand_over_at_stop", moved_then)
+    fault: Fault | None = None
+    if race.endswith("the read of its assignment failing once"):
+        fault = faulty.fail("get", layout.assignment(BROKER, topic))
+    elif "the seal failing once" in race:
+        state = layout.storage_state(topic)
+        fault = faulty.fail("txn", state, after="after" in race, when=writes(state))
+    await broker.stop()
+    assert moved
+    assert fault is None or fault.hits == 1
+    assert broker.abandoned == 0
+    assert await cursor(store, topic) == 20
+    assert (await sealed(store, topic)).last_committed_offset == 29
+    took = layout.assignment(BROKER, topic) if race == "moved and back" else None
+    entry = await store.get(took or layout.unassigned(topic))
+    seal = await store.get(layout.storage_state(topic))
+    assert entry is not None and seal is not None
+    assert seal.mod_revision > entry.mod_revision  # sealed under what took it
 
 
 async def test_a_thousand_acks_during_a_flush_are_written_by_the_next_one_at_once(

@@ -560,10 +560,12 @@ class BrokerNode:
 
     # -- unloading ---------------------------------------------------------------------
 
-    async def _release(self, topic: TopicName, token: int | None) -> None:
+    async def _release(
+        self, topic: TopicName, token: int | None, *, retry_refused: bool = False
+    ) -> None:
         """`topic` is no longer assigned to us under the token we loaded it with: stop, and
         hand it over under the marker that took it away — or to ourselves, when it was
-        assigned to us again since (`token`)."""
+        assigned to us again since (`token`). `retry_refused`: as `_hand_over`."""
         self._serving.discard(topic)
         fence: Condition | None = None
         marker: Entry | None = None
@@ -574,22 +576,30 @@ class BrokerNode:
             if marker is not None:
                 fence = unchanged(marker.key, marker.mod_revision)
                 self._dealt[topic] = marker.mod_revision
-        await self._hand_over(topic, fence)
+        await self._hand_over(topic, fence, retry_refused=retry_refused)
 
     async def _hand_over_at_stop(self, topic: TopicName) -> None:
         """Hand `topic` over as we stop: under the assignment we loaded it with, as the
         store has it now — or, where it was taken meanwhile (a move while we stopped, after
         our reconciliation loop ended), as a release does: under the marker that took it,
-        or to ourselves under an assignment since made. Fenced on an assignment that is
-        gone, the seal would be refused and the topic abandoned with its acks."""
-        served = self._served[topic]
-        assigned = await self.store.get(layout.assignment(self.broker_id, topic))
-        token = None if assigned is None else assigned.create_revision
-        if token != served.token:
-            await self._release(topic, token)
-            return
-        self._serving.discard(topic)
-        await self._hand_over(topic, owned(self.broker_id, topic, served.token))
+        or to ourselves under an assignment since made. A fence refused (the topic taken
+        between our read and our write) is read again, `_STOP_ATTEMPTS` times at most:
+        fenced on an assignment that is gone, the topic would be abandoned with its acks."""
+        for attempt in range(1, _STOP_ATTEMPTS + 1):
+            served = self._served[topic]
+            assigned = await self.store.get(layout.assignment(self.broker_id, topic))
+            token = None if assigned is None else assigned.create_revision
+            again = attempt < _STOP_ATTEMPTS
+            try:
+                if token != served.token:
+                    await self._release(topic, token, retry_refused=again)
+                else:
+                    self._serving.discard(topic)
+                    fence = owned(self.broker_id, topic, served.token)
+                    await self._hand_over(topic, fence, retry_refused=again)
+                return
+            except _Refused as refused:
+                log.info("broker %d: %s at stop: %s; reading again", self.broker_id, topic, refused)
 
     async def _marker(self, topic: TopicName) -> Entry | None:
         """The unassigned marker that took the topic from us, as it is now — a hand-over is
@@ -603,10 +613,14 @@ class BrokerNode:
             return None
         return marker
 
-    async def _hand_over(self, topic: TopicName, fence: Condition | None) -> None:
+    async def _hand_over(
+        self, topic: TopicName, fence: Condition | None, *, retry_refused: bool = False
+    ) -> None:
         """Unload `topic` (once), then write its cursors and sealed state in one change
         guarded by `fence`. Without a fence, or once the fence fails for good, the topic is
-        abandoned: its next owner recovers from storage and cursors."""
+        abandoned: its next owner recovers from storage and cursors. With `retry_refused`,
+        a refused fence raises `_Refused` instead, the cursors still pending, for the
+        caller to read the topic's state again."""
         served = self._served[topic]
         if served.releasing_since is None:
             served.releasing_since = time.monotonic()
@@ -640,6 +654,8 @@ class BrokerNode:
                     )
                     continue
                 except (ChangedSinceRead, Fenced) as refused:
+                    if retry_refused:
+                        raise _Refused(refused) from refused
                     await self._abandon(topic, f"the hand-over's fence failed ({refused})")
                     return
                 break
@@ -850,6 +866,14 @@ class BrokerNode:
             ResourceUsage(resource="ProcessMemory", usage=round(self._process.memory_percent())),
         ]
         return LoadReport(resources_usage=usage, topic_list=topics, topics_len=len(self._serving))
+
+
+_STOP_ATTEMPTS = 3
+"""How often a stop reads a topic's assignment again when its hand-over's fence is refused."""
+
+
+class _Refused(Exception):
+    """A hand-over's fence was refused (`_hand_over` with `retry_refused`)."""
 
 
 class _Step(Protocol):
