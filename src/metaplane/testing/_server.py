@@ -4,6 +4,7 @@ ports, its output in a log file, started, polled until healthy, killed with a si
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -16,11 +17,50 @@ from typing import Self
 START_TIMEOUT = 30.0
 
 
+_PORTS = 12_000
+"""How many ports below the kernel's ephemeral range `free_port` draws from."""
+
+_handed: set[int] = set()
+
+
 def free_port() -> int:
+    """A loopback port that no one listens on now, for a server about to start.
+
+    Drawn at random below the kernel's ephemeral range (`ip_local_port_range`), and never
+    the same twice in this process. A port of that range, found free by binding port 0 and
+    closed again, may be given to any outgoing connection on the machine before the server
+    binds it: an etcd member then failed to start ("bind: address already in use"), and the
+    members started before it were left running. Where the range leaves no room below it,
+    the kernel's choice (port 0) is taken as before."""
+    low = _ephemeral_low()
+    if low - _PORTS >= 1024:
+        for _ in range(200):
+            port = random.randrange(low - _PORTS, low)
+            if port not in _handed and _bindable(port):
+                _handed.add(port)
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        chosen: int = sock.getsockname()[1]
+        _handed.add(chosen)
+        return chosen
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (0 where it cannot be read)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 class ServerProcess(ABC):
@@ -117,7 +157,11 @@ class ServerProcess(ABC):
 
     def __enter__(self) -> Self:
         self.start()
-        self.wait_ready()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.kill()  # not left running (nor its Popen to warn, later, in another test)
+            raise
         return self
 
     def __exit__(

@@ -269,7 +269,11 @@ class ZooKeeperEnsemble:
             member.kill()
 
     def __enter__(self) -> Self:
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            self.stop()  # the members that did start are not left running
+            raise
         return self
 
     def __exit__(

@@ -1,0 +1,67 @@
+"""The harness's servers: the ports they are given, and what is left when one cannot start.
+
+A CI run failed a 3-member etcd cluster because its first member could not bind its client
+port ("address already in use": a port of the kernel's ephemeral range, found free and
+closed, then taken by some outgoing connection); the two members started before the
+failure were left running, and their `Popen` objects, collected during a later test, failed
+that one too (`ResourceWarning` is an error here)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from metaplane.testing import EtcdMember, etcd_binary, free_port
+from metaplane.testing._server import _ephemeral_low
+from metaplane.testing.etcd import EtcdCluster
+
+
+def test_ports_are_distinct_free_and_outside_the_ephemeral_range() -> None:
+    low = _ephemeral_low()
+    ports = [free_port() for _ in range(300)]
+    assert len(set(ports)) == len(ports)
+    if low >= 13_024:  # room below the range (Linux's default starts at 32768)
+        assert all(1024 <= port < low for port in ports)
+    for port in ports[:20]:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", port))
+
+
+@contextmanager
+def listening(port: int) -> Iterator[None]:
+    """Someone else listens on `port` meanwhile."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+        yield
+
+
+def test_a_server_that_cannot_start_is_not_left_running(tmp_path: Path) -> None:
+    etcd_binary()
+    member = EtcdMember(tmp_path / "etcd")
+    with (
+        listening(member.client_port),
+        pytest.raises(RuntimeError, match="address already in use"),
+        member,
+    ):
+        pass
+    assert member.process is None
+
+
+def test_a_cluster_whose_member_cannot_start_leaves_none_running(tmp_path: Path) -> None:
+    etcd_binary()
+    cluster = EtcdCluster(tmp_path / "etcd")
+    try:
+        with (
+            listening(cluster.members[0].client_port),
+            pytest.raises(RuntimeError, match="address already in use"),
+            cluster,
+        ):
+            pass
+        assert [member.process for member in cluster.members] == [None, None, None]
+    finally:
+        cluster.stop()
