@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -35,18 +34,13 @@ from metaplane.pipeline import (
     SUMMARY,
     TABLES,
 )
+from metaplane.testing import free_port
 from tests.pipeline.conftest import FaultsAnalysis
 
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
 LOOPBACK = "127.0.0.1"
 WORKERS = 2
 START_TIMEOUT = 90.0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((LOOPBACK, 0))
-        return int(probe.getsockname()[1])
 
 
 def status(url: str) -> Any:
