@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,19 +16,11 @@ from pathlib import Path
 import httpx
 
 from metaplane.cluster._node import registration
+from metaplane.testing import port_free
 
 METAPLANE = [sys.executable, "-c", "from metaplane.admin.cli import main; main()"]
 SESSION_TTL = 5
 """The brokers' session TTL (`python -m metaplane.cluster`'s default)."""
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def free_index_base(brokers: int) -> int:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from metaplane.resources import (
     decode,
 )
 from metaplane.store import MemoryStore, SqliteStore
+from metaplane.testing import port_free
 from tests.admin.api import Api, running
 from tests.resources.samples import subscription
 
@@ -121,15 +121,6 @@ def free_index() -> int:
         if all(port_free(port) for port in ports):
             return index
     raise AssertionError("no free ports for a broker's endpoints")
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 async def owner_of(store: SqliteStore, topic: TopicName) -> int:

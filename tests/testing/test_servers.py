@@ -1,10 +1,10 @@
 """The harness's servers: the ports they are given, and what is left when one cannot start.
 
-A CI run failed a 3-member etcd cluster because its first member could not bind its client
-port ("address already in use": a port of the kernel's ephemeral range, found free and
-closed, then taken by some outgoing connection); the two members started before the
-failure were left running, and their `Popen` objects, collected during a later test, failed
-that one too (`ResourceWarning` is an error here)."""
+A clean-clone `make test` failed a 3-member etcd cluster because its first member could
+not bind its client port ("address already in use": a port of the kernel's ephemeral range,
+found free and closed, then taken by some outgoing connection); the two members started
+before the failure were left running, and their `Popen` objects, collected during a later
+test, failed that one too (`ResourceWarning` is an error here)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Harnesses for tests and benchmarks that run against real servers and break them on
 purpose (in the manner of kazoo.testing)."""
 
-from metaplane.testing._server import ServerProcess, free_port
+from metaplane.testing._server import ServerProcess, free_port, port_free
 from metaplane.testing.etcd import (
     EtcdCluster,
     EtcdMember,
@@ -34,5 +34,6 @@ __all__ = [
     "etcd_binary",
     "expire_session",
     "free_port",
+    "port_free",
     "writes",
 ]

@@ -36,7 +36,7 @@ def free_port() -> int:
     if low - _PORTS >= 1024:
         for _ in range(200):
             port = random.randrange(low - _PORTS, low)
-            if port not in _handed and _bindable(port):
+            if port not in _handed and port_free(port):
                 _handed.add(port)
                 return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -54,7 +54,8 @@ def _ephemeral_low() -> int:
         return 0
 
 
-def _bindable(port: int) -> bool:
+def port_free(port: int) -> bool:
+    """Whether a loopback port can be bound now (no one listens on it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind(("127.0.0.1", port))
