@@ -82,8 +82,9 @@ def test_nothing_fires_that_was_not_injected(faults_analysis: FaultsAnalysis) ->
 def test_topic_checks_find_the_same_whether_their_topics_are_broadcast_or_not(
     spark: SparkSession, faults_analysis: FaultsAnalysis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The topic checks join keys with the topics the facts pick, broadcast when few (as in
-    `analyze` above); past BROADCAST_TOPICS they are joined as they are, and find the same."""
+    """The topic checks join keys with the topics the facts pick (and the cursors with the
+    last committed offsets of unserved topics), broadcast when few (as in `analyze` above);
+    past BROADCAST_TOPICS they are joined as they are, and find the same."""
     monkeypatch.setattr(views_module, "BROADCAST_TOPICS", 0)
     tables = read_tables(spark, faults_analysis.out / TABLES)
     found = run_audit(tables)

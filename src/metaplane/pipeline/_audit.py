@@ -20,6 +20,7 @@ from metaplane.pipeline._paths import Name, key_column, topic_path
 from metaplane.pipeline._tables import Tables
 from metaplane.pipeline._views import (
     TOPIC,
+    broadcast_when_few,
     cursors,
     facts_where,
     last_committed,
@@ -495,12 +496,10 @@ def _cursor_beyond(tables: Tables) -> DataFrame:
     cursor past it would skip what is published next. A served topic's cursor may be ahead
     of its uploaded objects: what is acknowledged but not uploaded yet is in its broker's
     write-ahead log, and the owner seals everything before it lets the topic go."""
-    served = owners(tables).join(registered(tables), "broker_id").select(*TOPIC).distinct()
+    unserved = tables.shared("unserved_last_committed", _unserved_last_committed)
+    picked = broadcast_when_few(unserved)
     ahead = (
-        cursors(tables)
-        .join(last_committed(tables), TOPIC)
-        .join(served, TOPIC, "left_anti")
-        .where(F.col("cursor") > F.col("last_committed_offset"))
+        cursors(tables).join(picked, TOPIC).where(F.col("cursor") > F.col("last_committed_offset"))
     )
     message = _say(
         "subscription %s of %s acknowledged offset %s, past the last committed offset %s",
@@ -510,6 +509,14 @@ def _cursor_beyond(tables: Tables) -> DataFrame:
         "last_committed_offset",
     )
     return _finding(ahead, topic_path(), _keys("cursor_key"), message)
+
+
+def _unserved_last_committed(tables: Tables) -> DataFrame:
+    """The last committed offsets of the topics no registered broker owns: few where the
+    cluster is healthy, so that the cursors are joined with them where they are read (sent
+    whole to each task), not shuffled to meet every topic's offset."""
+    served = owners(tables).join(registered(tables), "broker_id").select(*TOPIC)
+    return last_committed(tables).join(served, TOPIC, "left_anti")
 
 
 @check(

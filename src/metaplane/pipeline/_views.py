@@ -114,8 +114,13 @@ def facts_where(facts: DataFrame, condition: Column) -> DataFrame:
     """The topics (namespace, topic) whose `facts` (the topic facts, or the ownership facts)
     meet `condition`, to join keys with: marked to be broadcast when they are few (a job on
     the kept facts counts them), as the audit's findings usually are."""
-    picked = facts.where(condition).select(*TOPIC)
-    return F.broadcast(picked) if picked.count() <= BROADCAST_TOPICS else picked
+    return broadcast_when_few(facts.where(condition).select(*TOPIC))
+
+
+def broadcast_when_few(frame: DataFrame) -> DataFrame:
+    """`frame`, marked to be sent whole to every task that joins it when it has at most
+    BROADCAST_TOPICS rows (a job counts them)."""
+    return F.broadcast(frame) if frame.count() <= BROADCAST_TOPICS else frame
 
 
 def served_topics(tables: Tables) -> DataFrame:
