@@ -554,21 +554,29 @@ def _policy_exceeded(tables: Tables) -> DataFrame:
 
 
 def _neighbours(tables: Tables) -> DataFrame:
-    """Each object with the one before it (by start offset) in its topic: a view the gap and
-    the overlap checks share."""
+    """Each object whose offsets do not follow on exactly from the one before it (by start
+    offset) in its topic, with that one's end and key: a view the gap and the overlap
+    checks share, kept small (the few pairs that are either, and the columns they read)."""
     return tables.shared("neighbours", _object_pairs)
 
 
 def _object_pairs(tables: Tables) -> DataFrame:
     order = Window.partitionBy(*TOPIC).orderBy("start_offset", "key")
+    start, previous_end = F.col("start_offset"), F.col("previous_end")
     return (
         objects(tables)
         .select(
-            "*",
+            *TOPIC,
+            "key",
+            "start_offset",
+            "end_offset",
             F.lag("end_offset").over(order).alias("previous_end"),
             F.lag("key").over(order).alias("previous_key"),
         )
-        .where(F.col("previous_key").isNotNull())
+        .where(
+            F.col("previous_key").isNotNull()
+            & ((start > previous_end + 1) | (start <= previous_end))
+        )
     )
 
 
