@@ -453,12 +453,14 @@ def test_ownership_facts_picked_from_the_topic_facts_are_the_ones_aggregated_alo
 ) -> None:
     """Where the topic facts are asked for first (`analyze`), the ownership facts are picked
     from them: the same rows as aggregated on their own, and no topic that only other kinds
-    name (here a subscription)."""
+    name (here a subscription). A topic's root key is there whenever it has a root, even a
+    malformed one (the facts render it from the topic's name)."""
     snapshot = write_snapshot(
         tmp_path / "snapshot",
         [
             (b"/topics/ns/rooted", b"0"),
             (b"/topics/ns/parent", b"2"),
+            (b"/topics/ns/malformed", b"two"),
             (b"/cluster/brokers/7/ns/rooted", b"null"),
             (b"/cluster/brokers/8/ns/rooted", b"null"),
             (b"/cluster/brokers/7/ns/rootless", b"null"),
@@ -476,6 +478,7 @@ def test_ownership_facts_picked_from_the_topic_facts_are_the_ones_aggregated_alo
     assert not alone.has_view("topic_facts")
     alone.unpersist()
     assert expected == [
+        ("ns", "malformed", "/topics/ns/malformed", None, 1, 0, 0),
         ("ns", "parent", "/topics/ns/parent", 2, 1, 0, 0),
         ("ns", "rooted", "/topics/ns/rooted", 0, 1, 2, 0),
         ("ns", "rootless", None, None, 0, 1, 0),

@@ -13,7 +13,9 @@ from functools import partial, reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from metaplane import layout
 from metaplane.layout import KeyKind, TopicName
+from metaplane.pipeline._paths import Topic, key_column
 from metaplane.pipeline._tables import Tables
 from metaplane.pipeline._values import U64_TYPE
 
@@ -93,20 +95,27 @@ def _facts(tables: Tables, counted: dict[str, KeyKind]) -> DataFrame:
 
     def named(name: str, kind: KeyKind) -> DataFrame:
         root = kind is KeyKind.TOPIC_ROOT
-        none = F.lit(None)
         return tables[kind].select(
             *TOPIC,
-            (F.col("key") if root else none.cast("string")).alias("root_key"),
-            (F.col("value") if root else none.cast(root_type)).alias("partitions"),
+            (F.col("value") if root else F.lit(None).cast(root_type)).alias("partitions"),
             F.lit(names.index(name)).alias("what"),
         )
 
     keys = reduce(DataFrame.unionByName, (named(n, k) for n, k in counted.items()))
     what = F.col("what")
-    return keys.groupBy(*TOPIC).agg(
-        F.max("root_key").alias("root_key"),
+    facts = keys.groupBy(*TOPIC).agg(
         F.max("partitions").alias("partitions"),
         *(F.count(F.when(what == i, 1)).alias(name) for i, name in enumerate(names)),
+    )
+    # A topic's root key is rendered from its name, not carried through the aggregation: a
+    # string in it makes Spark sort every key by topic on both sides of the shuffle instead
+    # of hashing them (SortAggregate). A topic has at most one root key, the layout's one.
+    root_key = key_column(layout.topic_root, Topic(F.col("namespace"), F.col("topic")))
+    return facts.select(
+        *TOPIC,
+        F.when(F.col("roots") > 0, root_key).alias("root_key"),
+        "partitions",
+        *names,
     )
 
 
