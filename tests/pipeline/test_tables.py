@@ -16,8 +16,9 @@ import pytest
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+from metaplane import layout
 from metaplane.admin._tour import seed_examples
-from metaplane.layout import PATTERNS, KeyKind, LayoutError, ParsedKey, parse
+from metaplane.layout import PATTERNS, KeyKind, LayoutError, ParsedKey, TopicName, parse
 from metaplane.pipeline import (
     U64_TYPE,
     Tables,
@@ -26,7 +27,7 @@ from metaplane.pipeline import (
     parse_tables,
     snapshot_frame,
 )
-from metaplane.pipeline._views import ownership_facts, topic_facts
+from metaplane.pipeline._views import object_facts, ownership_facts, topic_facts
 from metaplane.resources import MalformedValue, decode
 from tests.pipeline.conftest import write_snapshot
 
@@ -535,3 +536,30 @@ def test_a_shared_view_may_be_built_on_another_from_several_threads(
     assert sorted(calls) == ["inner", "outer"]
     assert [row["topic"] for row in views[0].collect()] == ["T"]
     tables.unpersist()
+
+
+def test_object_facts_name_each_topic_s_last_object_by_its_key(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The object facts render the last object's key from its offset (padded as the layout
+    pads it, a u64 past a long's range too): the key the snapshot holds. A malformed object
+    is not the last, whatever its offset."""
+    t, u = TopicName("ns", "t"), TopicName("ns", "u")
+    good = OBJECT % (b"[]", b"1")
+    huge = 18446744073709551615
+    snapshot = write_snapshot(
+        tmp_path / "snapshot",
+        [
+            (layout.storage_object(t, 0).encode(), good),
+            (layout.storage_object(t, 30).encode(), good),
+            (layout.storage_object(t, huge).encode(), good),
+            (layout.storage_object(u, 5).encode(), good),
+            (layout.storage_object(u, 900).encode(), b"{broken"),
+        ],
+    )
+    tables = parse_tables(classify(snapshot_frame(spark, snapshot)))
+    rows = object_facts(tables).collect()
+    assert sorted((row["topic"], row["last_start"], row["last_key"]) for row in rows) == [
+        ("t", Decimal(huge), layout.storage_object(t, huge)),
+        ("u", Decimal(5), layout.storage_object(u, 5)),
+    ]

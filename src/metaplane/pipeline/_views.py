@@ -14,7 +14,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from metaplane import layout
-from metaplane.layout import KeyKind, TopicName
+from metaplane.layout import OFFSET_DIGITS, KeyKind, TopicName
 from metaplane.pipeline._paths import Topic, key_column
 from metaplane.pipeline._tables import Tables
 from metaplane.pipeline._values import U64_TYPE
@@ -236,15 +236,31 @@ def object_facts(tables: Tables) -> DataFrame:
 
 
 def _object_facts(tables: Tables) -> DataFrame:
+    # The last object's key is rendered from its offset (a topic's object keys differ by
+    # their offset alone), not aggregated with `max_by`: a string in the aggregation makes
+    # Spark sort the objects by topic on both sides of the shuffle instead of hashing them.
     return (
         objects(tables)
         .groupBy(*TOPIC)
         .agg(
             F.max("offset").alias("last_start"),
-            F.max_by("key", "offset").alias("last_key"),
             F.max(F.when(F.col("completed"), F.col("end_offset"))).alias("uploaded_end"),
         )
+        .select(
+            *TOPIC, "last_start", _object_key(F.col("last_start")).alias("last_key"), "uploaded_end"
+        )
     )
+
+
+def _object_key(offset: Column) -> Column:
+    """The key of the storage object of the row's topic that starts at `offset`."""
+    prefix = key_column(_objects_prefix, Topic(F.col("namespace"), F.col("topic")))
+    return F.concat(prefix, F.lpad(offset.cast("string"), OFFSET_DIGITS, "0"))
+
+
+def _objects_prefix(topic: TopicName) -> str:
+    key = layout.storage_object(topic, 0)
+    return key[: len(key) - OFFSET_DIGITS]
 
 
 def last_committed(tables: Tables) -> DataFrame:
