@@ -562,7 +562,6 @@ def _neighbours(tables: Tables) -> DataFrame:
 
 def _object_pairs(tables: Tables) -> DataFrame:
     order = Window.partitionBy(*TOPIC).orderBy("start_offset", "key")
-    start, previous_end = F.col("start_offset"), F.col("previous_end")
     return (
         objects(tables)
         .select(
@@ -573,10 +572,8 @@ def _object_pairs(tables: Tables) -> DataFrame:
             F.lag("end_offset").over(order).alias("previous_end"),
             F.lag("key").over(order).alias("previous_key"),
         )
-        .where(
-            F.col("previous_key").isNotNull()
-            & ((start > previous_end + 1) | (start <= previous_end))
-        )
+        # A gap or an overlap; null (dropped) for a topic's first object.
+        .where(F.col("start_offset") != F.col("previous_end") + 1)
     )
 
 

@@ -254,13 +254,8 @@ def _object_facts(tables: Tables) -> DataFrame:
 
 def _object_key(offset: Column) -> Column:
     """The key of the storage object of the row's topic that starts at `offset`."""
-    prefix = key_column(_objects_prefix, Topic(F.col("namespace"), F.col("topic")))
-    return F.concat(prefix, F.lpad(offset.cast("string"), OFFSET_DIGITS, "0"))
-
-
-def _objects_prefix(topic: TopicName) -> str:
-    key = layout.storage_object(topic, 0)
-    return key[: len(key) - OFFSET_DIGITS]
+    prefix = key_column(layout.storage_objects_prefix, Topic(F.col("namespace"), F.col("topic")))
+    return F.concat(prefix, F.lit("/"), F.lpad(offset.cast("string"), OFFSET_DIGITS, "0"))
 
 
 def last_committed(tables: Tables) -> DataFrame:
