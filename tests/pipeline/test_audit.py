@@ -290,3 +290,31 @@ def test_a_load_report_may_list_only_its_first_topics_and_count_them_all(
     findings = audit(tables, checks_named(["load-report-stale"])).collect()
     stale = sorted(key for row in findings for key in row["keys"])
     assert stale == sorted(layout.load_report(b) for b in (2, 4, 6))  # 6 lists another's
+
+
+def test_a_stale_load_report_counts_each_listing_it_does_not_own_and_each_topic_it_misses(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The counts in the message: a topic listed twice that the broker does not own is two
+    listings it does not own; one listed twice that it owns is none; an owned topic listed
+    nowhere is one missed. Another broker's topics count for their own broker only."""
+    topics = [TopicName("default", f"t{i}") for i in range(5)]
+    rows = [(layout.topic_root(topic), b"0") for topic in topics]
+    for broker in (1, 2):
+        rows.append((layout.broker_registration(broker), REGISTRATION))
+    rows += [(layout.assignment(1, topic), b"null") for topic in topics[0:3]]
+    rows += [(layout.assignment(2, topic), b"null") for topic in topics[3:5]]
+    listed = [topics[0], topics[0], topics[1], topics[3], topics[3]]  # t2 missing
+    report = LoadReport(resources_usage=[], topic_list=[t.path for t in listed], topics_len=5)
+    rows.append((layout.load_report(1), encode(report)))
+    whole = LoadReport(resources_usage=[], topic_list=[t.path for t in topics[3:5]], topics_len=2)
+    rows.append((layout.load_report(2), encode(whole)))
+    snapshot = write_snapshot(tmp_path / "snapshot", rows)
+    tables = parse_tables(classify(snapshot_frame(spark, snapshot)))
+    findings = audit(tables, checks_named(["load-report-stale"])).collect()
+    assert [(row["subject"], row["message"]) for row in findings] == [
+        (
+            "1",
+            "broker 1 reports 2 topics it does not own and misses 1 it owns (5 counted, 5 listed)",
+        )
+    ]

