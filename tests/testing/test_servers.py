@@ -9,15 +9,23 @@ test, failed that one too (`ResourceWarning` is an error here)."""
 from __future__ import annotations
 
 import socket
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from metaplane.testing import EtcdMember, etcd_binary, free_port
+from metaplane.testing import (
+    EtcdMember,
+    ZooKeeperEnsemble,
+    ZooKeeperMember,
+    etcd_binary,
+    free_port,
+)
 from metaplane.testing._server import _ephemeral_low
 from metaplane.testing.etcd import EtcdCluster
+from metaplane.testing.zookeeper import zookeeper_classpath
 
 
 def test_ports_are_distinct_free_and_outside_the_ephemeral_range() -> None:
@@ -65,3 +73,31 @@ def test_a_cluster_whose_member_cannot_start_leaves_none_running(tmp_path: Path)
         assert [member.process for member in cluster.members] == [None, None, None]
     finally:
         cluster.stop()
+
+
+def test_an_ensemble_whose_member_cannot_start_leaves_none_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The third member's process cannot be started at all (its program is missing): the two
+    started before it are stopped, not left running."""
+    zookeeper_classpath()
+    ensemble = ZooKeeperEnsemble(tmp_path / "zookeeper")
+    started: list[subprocess.Popen[bytes]] = []
+    real_start = ZooKeeperMember.start
+
+    def start(member: ZooKeeperMember) -> None:
+        real_start(member)
+        assert member.process is not None
+        started.append(member.process)
+
+    monkeypatch.setattr(ZooKeeperMember, "start", start)
+    third = ensemble.members[2]
+    monkeypatch.setattr(third, "command", lambda: [str(tmp_path / "no-such-java")])
+    try:
+        with pytest.raises(FileNotFoundError, match="no-such-java"), ensemble:
+            pass
+        assert [member.process for member in ensemble.members] == [None, None, None]
+        assert len(started) == 2
+        assert all(process.poll() is not None for process in started)
+    finally:
+        ensemble.stop()
