@@ -27,6 +27,7 @@ from metaplane.pipeline import (
     parse_tables,
     snapshot_frame,
 )
+from metaplane.pipeline._tables import KINDS_BY_CODE, UNKNOWN
 from metaplane.pipeline._views import object_facts, ownership_facts, topic_facts
 from metaplane.resources import MalformedValue, decode
 from tests.pipeline.conftest import write_snapshot
@@ -447,6 +448,52 @@ def test_tables_kept_for_the_stages_are_read_back_and_only_their_views_kept(
     assert unwritten.tables[K.TOPIC_ROOT].is_cached
     assert not (tmp_path / "unwritten" / K.TOPIC_ROOT.value).exists()
     unwritten.close()
+
+
+def test_keys_grouped_by_kind_number_give_the_kinds_and_tables_of_the_names(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """`parse_snapshot` groups the keys by their kind's number (`KIND_CODES`: Spark sorts a
+    number faster than a name): each key's number is its kind's, and the counts and the
+    tables read from them are the ones the names give."""
+    outside = [(b"/nowhere", b"1"), (b"/topics/ns", b"null"), (b"cluster/leader", b"1")]
+    snapshot = write_snapshot(tmp_path / "snapshot", _rows() + outside)
+    frame = snapshot_frame(spark, snapshot)
+    named = {row["key"]: row["kind"] for row in classify(frame).collect()}
+    coded = {row["key"]: row["kind"] for row in classify(frame, coded=True).collect()}
+    assert {
+        key: None if code is None else KINDS_BY_CODE[code].value for key, code in coded.items()
+    } == named
+    assert None in named.values() and len(set(named.values())) > 20
+
+    parsed = parse_snapshot(spark, snapshot, tmp_path / "tables", keep=False, write=False)
+    by_name = parse_tables(classify(frame))
+    try:
+        expected: dict[str, int] = {}
+        for kind in named.values():
+            expected[kind or UNKNOWN] = expected.get(kind or UNKNOWN, 0) + 1
+        assert parsed.counts == dict(sorted(expected.items()))
+        for name, table in parsed.tables:
+            assert sorted(map(str, table.collect())) == sorted(
+                map(str, dict(by_name)[name].collect())
+            )
+    finally:
+        parsed.close()
+
+
+def test_an_empty_snapshot_is_parsed_into_no_table(spark: SparkSession, tmp_path: Path) -> None:
+    """A snapshot of an empty store (a cluster not started yet) has no key to infer the
+    grouped keys' schema from: it is read with the schema it was written with, and gives
+    no count, no table folder and empty tables."""
+    snapshot = write_snapshot(tmp_path / "snapshot", [])
+    folder = tmp_path / "tables"
+    parsed = parse_snapshot(spark, snapshot, folder, keep=True)
+    try:
+        assert parsed.counts == {}
+        assert sorted(path.name for path in folder.iterdir()) == ["_classified"]
+        assert all(table.count() == 0 for _, table in parsed.tables)
+    finally:
+        parsed.close()
 
 
 def test_ownership_facts_picked_from_the_topic_facts_are_the_ones_aggregated_alone(

@@ -41,7 +41,14 @@ from metaplane.pipeline._snapshot import Snapshot, snapshot_frame
 from metaplane.pipeline._spark import spark_errors
 from metaplane.pipeline._storage import retention_plan, storage
 from metaplane.pipeline._summary import broker_summary, leadership
-from metaplane.pipeline._tables import UNKNOWN, Tables, classify, parse_tables, read_tables
+from metaplane.pipeline._tables import (
+    UNKNOWN,
+    Tables,
+    classify,
+    kind_of,
+    parse_tables,
+    read_tables,
+)
 from metaplane.pipeline._views import topic_facts, topics
 
 DAY = 86_400
@@ -209,7 +216,7 @@ class ParsedSnapshot:
         before `close`."""
         if self._counts is None:
             by_kind = self._classified.groupBy("kind").count().collect()
-            found = {row["kind"] or UNKNOWN: row["count"] for row in by_kind}
+            found = {kind_of(row["kind"]): row["count"] for row in by_kind}
             self._counts = dict(sorted(found.items()))
         return self._counts
 
@@ -233,8 +240,11 @@ def parse_snapshot(
     used, and kept in memory with `keep`."""
     shutil.rmtree(folder, ignore_errors=True)
     scratch = folder / CLASSIFIED
-    classify(snapshot_frame(spark, snapshot)).write.partitionBy("kind").parquet(str(scratch))
-    classified = spark.read.parquet(str(scratch))
+    keys = classify(snapshot_frame(spark, snapshot), coded=True)
+    keys.write.partitionBy("kind").parquet(str(scratch))
+    # Read with the schema it was written with: nothing to infer (an empty snapshot writes
+    # no file to infer it from), and the kind stays a number.
+    classified = spark.read.schema(keys.schema).parquet(str(scratch))
     parsed = parse_tables(classified)
     if not write:
         return ParsedSnapshot(folder, parsed.cached() if keep else parsed, classified)

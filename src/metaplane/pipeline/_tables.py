@@ -231,24 +231,49 @@ def _templates_by_root() -> Mapping[str, tuple[Template, ...]]:
     )
 
 
-def _kind_of(parts: str, templates: Sequence[Template]) -> str:
+KIND_CODES: Mapping[KeyKind, int] = MappingProxyType(
+    {kind: code for code, kind in enumerate(TEMPLATES)}
+)
+"""Each kind's number in a coded classification (`classify(coded=True)`): the keys grouped
+by kind are sorted by it, and Spark sorts a number by its bits (a radix sort) where it
+compares strings that share their first eight bytes (`storage_object`, `storage_state`)
+one by one. At 10M keys, the keys' write grouped by number took 13.4 s (13.1–14.6) against
+14.8 s (14.6–16.2) by name (three alternated rounds in one JVM). Only within a run: nothing
+that outlives it holds a code."""
+
+KINDS_BY_CODE: Mapping[int, KeyKind] = MappingProxyType(
+    {code: kind for kind, code in KIND_CODES.items()}
+)
+
+
+def _kind_value(kind: KeyKind, coded: bool) -> int | str:
+    return KIND_CODES[kind] if coded else kind.value
+
+
+def _kind_literal(kind: KeyKind, coded: bool) -> str:
+    return str(_kind_value(kind, coded)) if coded else _sql_text(kind.value)
+
+
+def _kind_of(parts: str, templates: Sequence[Template], coded: bool) -> str:
     """Among one root's templates: the first whose shape fits decides, and the key is of its
     kind if its fields are valid, else of none (no other template is tried, as in `parse`)."""
     branches = [
         f"WHEN {_fits(parts, template)} THEN "
-        f"CASE WHEN {_valid_fields(parts, template)} THEN {_sql_text(template.kind.value)} END"
+        f"CASE WHEN {_valid_fields(parts, template)} "
+        f"THEN {_kind_literal(template.kind, coded)} END"
         for template in templates
     ]
     return f"CASE {' '.join(branches)} END"
 
 
 @cache
-def kind_sql(parts: str) -> str:
-    """The kind of each key (a `KeyKind` value) from its segments, the array column `parts`
-    (`segments(key)`), or null for a key outside the layout: as Spark SQL text."""
+def kind_sql(parts: str, *, coded: bool = False) -> str:
+    """The kind of each key (a `KeyKind` value, or with `coded` its `KIND_CODES` number) from
+    its segments, the array column `parts` (`segments(key)`), or null for a key outside the
+    layout: as Spark SQL text."""
     root = _sql_segment(parts, 0)
     branches = [
-        f"WHEN {root} = {_sql_text(name)} THEN {_kind_of(parts, templates)}"
+        f"WHEN {root} = {_sql_text(name)} THEN {_kind_of(parts, templates, coded)}"
         for name, templates in _templates_by_root().items()
     ]
     return f"CASE WHEN get({parts}, 0) = '' THEN CASE {' '.join(branches)} END END"
@@ -258,9 +283,9 @@ PARTS = "_parts"
 """The column a key's segments are split into, once, before its kind is decided on them."""
 
 
-def classify(snapshot: DataFrame) -> DataFrame:
+def classify(snapshot: DataFrame, *, coded: bool = False) -> DataFrame:
     """The snapshot's rows (the entry's `version` named `key_version`) with `kind`, a
-    `KeyKind` value, null outside the layout.
+    `KeyKind` value (with `coded`, its number in `KIND_CODES`), null outside the layout.
 
     Each key is split once, into a column of its own: the decision reads its segments
     dozens of times, and Spark would otherwise split the key again for each. The value stays
@@ -273,8 +298,15 @@ def classify(snapshot: DataFrame) -> DataFrame:
         "mod_revision",
         F.col("version").alias("key_version"),
         "lease",
-        F.expr(kind_sql(PARTS)).alias("kind"),
+        F.expr(kind_sql(PARTS, coded=coded)).alias("kind"),
     )
+
+
+def kind_of(row_kind: str | int | None) -> str:
+    """The table name of a classified row's `kind`, coded or not (`UNKNOWN` for null)."""
+    if row_kind is None:
+        return UNKNOWN
+    return KINDS_BY_CODE[row_kind].value if isinstance(row_kind, int) else row_kind
 
 
 def _with_text(rows: DataFrame) -> DataFrame:
@@ -294,7 +326,8 @@ def kind_table(classified: DataFrame, kind: KeyKind) -> DataFrame:
     """The table of `kind`: key, its fields, `value`, `valid`, `raw` (kept only when the
     value is malformed) and the entry's revisions."""
     parse, columns = _table_columns(classified.sparkSession, kind)
-    rows = _with_text(classified.where(F.col("kind") == kind.value))
+    coded = isinstance(classified.schema["kind"].dataType, T.IntegralType)
+    rows = _with_text(classified.where(F.col("kind") == F.lit(_kind_value(kind, coded))))
     if parse is not None:
         rows = rows.select("*", parse.alias(PARSED))
     return rows.select(*columns)
