@@ -241,7 +241,12 @@ def parse_snapshot(
     shutil.rmtree(folder, ignore_errors=True)
     scratch = folder / CLASSIFIED
     keys = classify(snapshot_frame(spark, snapshot), coded=True)
-    keys.write.partitionBy("kind").parquet(str(scratch))
+    # Without dictionaries: these files live for one run, and the keys and values they would
+    # make dictionaries of are nearly all distinct. At 10M keys, 13.7 s (13.4–13.9) against
+    # 14.5 s (14.0–15.6), 4 % larger, read back as fast (three alternated rounds).
+    keys.write.partitionBy("kind").option("parquet.enable.dictionary", "false").parquet(
+        str(scratch)
+    )
     # Read with the schema it was written with: nothing to infer (an empty snapshot writes
     # no file to infer it from), and the kind stays a number.
     classified = spark.read.schema(keys.schema).parquet(str(scratch))
