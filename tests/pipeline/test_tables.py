@@ -6,6 +6,7 @@ unchanged."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from functools import reduce
@@ -468,17 +469,41 @@ def test_keys_grouped_by_kind_number_give_the_kinds_and_tables_of_the_names(
 
     parsed = parse_snapshot(spark, snapshot, tmp_path / "tables", keep=False, write=False)
     by_name = parse_tables(classify(frame))
+    expected: dict[str, int] = {}
+    for kind in named.values():
+        expected[kind or UNKNOWN] = expected.get(kind or UNKNOWN, 0) + 1
     try:
-        expected: dict[str, int] = {}
-        for kind in named.values():
-            expected[kind or UNKNOWN] = expected.get(kind or UNKNOWN, 0) + 1
-        assert parsed.counts == dict(sorted(expected.items()))
+        assert _counted(spark, "footers", lambda: parsed.counts) == (
+            dict(sorted(expected.items())),
+            0,
+        )
         for name, table in parsed.tables:
             assert sorted(map(str, table.collect())) == sorted(
                 map(str, dict(by_name)[name].collect())
             )
     finally:
         parsed.close()
+    # Where the driver cannot see the files (no `_SUCCESS` where it looks), a job counts.
+    unseen = parse_snapshot(spark, snapshot, tmp_path / "unseen", keep=False, write=False)
+    (tmp_path / "unseen" / "_classified" / "_SUCCESS").unlink()
+    try:
+        counts, jobs = _counted(spark, "job", lambda: unseen.counts)
+        assert counts == dict(sorted(expected.items())) and jobs > 0
+    finally:
+        unseen.close()
+
+
+def _counted(
+    spark: SparkSession, group: str, count: Callable[[], dict[str, int]]
+) -> tuple[dict[str, int], int]:
+    """What `count` returns, and how many Spark jobs it ran."""
+    context = spark.sparkContext
+    context.setJobGroup(group, group)
+    try:
+        counts = count()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # clears it
+    return counts, len(context.statusTracker().getJobIdsForGroup(group))
 
 
 def test_an_empty_snapshot_is_parsed_into_no_table(spark: SparkSession, tmp_path: Path) -> None:

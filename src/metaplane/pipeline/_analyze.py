@@ -17,6 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -42,6 +43,7 @@ from metaplane.pipeline._spark import spark_errors
 from metaplane.pipeline._storage import retention_plan, storage
 from metaplane.pipeline._summary import broker_summary, leadership
 from metaplane.pipeline._tables import (
+    KINDS_BY_CODE,
     UNKNOWN,
     Tables,
     classify,
@@ -212,17 +214,43 @@ class ParsedSnapshot:
     @property
     def counts(self) -> dict[str, int]:
         """The keys of each kind (`unknown`: outside the layout), counted when first asked
-        for (a job of its own, which a run that does not report them does without); ask
-        before `close`."""
+        for; ask before `close`.
+
+        Read from the row counts in the footers of the files the keys were written into, a
+        folder per kind, where the driver can see them (local mode, or a filesystem the
+        cluster shares with it, as the outputs need anyway): a Spark job that counted them
+        took about 1.3 s at 10M keys in a JVM of its own. Else, that job."""
         if self._counts is None:
-            by_kind = self._classified.groupBy("kind").count().collect()
-            found = {kind_of(row["kind"]): row["count"] for row in by_kind}
+            found = _counts_in_files(self.folder / CLASSIFIED)
+            if found is None:
+                by_kind = self._classified.groupBy("kind").count().collect()
+                found = {kind_of(row["kind"]): row["count"] for row in by_kind}
             self._counts = dict(sorted(found.items()))
         return self._counts
 
     def close(self) -> None:
         self.tables.unpersist()
         shutil.rmtree(self.folder / CLASSIFIED, ignore_errors=True)
+
+
+_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+"""The folder name a partitioned write gives the rows whose partition value is null."""
+
+
+def _counts_in_files(scratch: Path) -> dict[str, int] | None:
+    """The keys of each kind in the folders of a write partitioned by the kind's number, from
+    the Parquet footers' row counts; None when the write is not there to read (a cluster
+    whose executors wrote where the driver cannot see)."""
+    if not (scratch / "_SUCCESS").is_file():
+        return None
+    counts: dict[str, int] = {}
+    for part in scratch.glob("kind=*"):
+        value = part.name.removeprefix("kind=")
+        name = UNKNOWN if value == _NULL_PARTITION else KINDS_BY_CODE[int(value)].value
+        rows = sum(pq.read_metadata(file).num_rows for file in part.glob("*.parquet"))
+        if rows:
+            counts[name] = rows
+    return counts
 
 
 def parse_snapshot(
