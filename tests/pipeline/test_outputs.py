@@ -28,6 +28,7 @@ from metaplane.pipeline import (
     SUMMARY,
     TABLES,
     U64_TYPE,
+    analyze,
     read_snapshot,
 )
 from metaplane.pipeline._analyze import _plain, ordered_json_lines
@@ -39,7 +40,7 @@ from metaplane.resources import (
     SealedState,
     decode,
 )
-from tests.pipeline.conftest import FaultsAnalysis
+from tests.pipeline.conftest import FaultsAnalysis, write_snapshot
 
 Topic = tuple[str, str]
 WEEK = 7 * 86_400
@@ -244,6 +245,25 @@ def test_retention_plan_lists_every_such_object_in_order(
         "bytes": sum(item["size"] for item in plan["objects"]),
         "namespaces": dict(namespaces),
     }
+
+
+def test_an_empty_snapshot_is_analysed_into_every_output(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A snapshot of a store with no key yet (a cluster not started): every output is
+    written, and says there is nothing."""
+    snapshot = write_snapshot(tmp_path / "snapshot", [])
+    out = tmp_path / "out"
+    summary = analyze(spark, snapshot, out).summary
+    for name in (SUMMARY, AUDIT, BACKLOG, STORAGE, RETENTION_PLAN, REBALANCE_PLAN, REPORT):
+        assert (out / name).exists(), name
+    assert summary["counts"] == {"keys": 0, "namespaces": 0, "by_kind": {}}
+    assert summary["brokers"] == [] and summary["leader"]["broker_id"] is None
+    assert (summary["storage"]["objects"], summary["retention"]["objects"]) == (0, 0)
+    assert summary["backlog"]["subscriptions"] == 0 and summary["rebalance"]["moves"] == 0
+    assert json.loads((out / SUMMARY).read_text()) == summary
+    assert _parquet(out / BACKLOG) == [] and _parquet(out / STORAGE) == []
+    assert json.loads((out / RETENTION_PLAN).read_text())["objects"] == []
 
 
 def test_ordered_json_lines_keep_a_sorted_frame_s_order_across_its_files(

@@ -6,7 +6,6 @@ unchanged."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from functools import reduce
@@ -452,11 +451,15 @@ def test_tables_kept_for_the_stages_are_read_back_and_only_their_views_kept(
 
 
 def test_keys_grouped_by_kind_number_give_the_kinds_and_tables_of_the_names(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`parse_snapshot` groups the keys by their kind's number (`KIND_CODES`: Spark sorts a
     number faster than a name): each key's number is its kind's, and the counts and the
-    tables read from them are the ones the names give."""
+    tables read from them are the ones the names give. The counts come from the files'
+    footers, not from the keys; where the footers the driver sees do not add up to the
+    snapshot's keys, a Spark job counts them."""
+    from metaplane.pipeline import _analyze
+
     outside = [(b"/nowhere", b"1"), (b"/topics/ns", b"null"), (b"cluster/leader", b"1")]
     snapshot = write_snapshot(tmp_path / "snapshot", _rows() + outside)
     frame = snapshot_frame(spark, snapshot)
@@ -466,59 +469,63 @@ def test_keys_grouped_by_kind_number_give_the_kinds_and_tables_of_the_names(
         key: None if code is None else KINDS_BY_CODE[code].value for key, code in coded.items()
     } == named
     assert None in named.values() and len(set(named.values())) > 20
-
-    parsed = parse_snapshot(spark, snapshot, tmp_path / "tables", keep=False, write=False)
-    by_name = parse_tables(classify(frame))
     expected: dict[str, int] = {}
     for kind in named.values():
         expected[kind or UNKNOWN] = expected.get(kind or UNKNOWN, 0) + 1
+
+    parsed = parse_snapshot(spark, snapshot, tmp_path / "tables", keep=False, write=False)
+    by_name = parse_tables(classify(frame))
     try:
-        assert _counted(spark, "footers", lambda: parsed.counts) == (
-            dict(sorted(expected.items())),
-            0,
-        )
         for name, table in parsed.tables:
             assert sorted(map(str, table.collect())) == sorted(
                 map(str, dict(by_name)[name].collect())
             )
+        classified, parsed._classified = parsed._classified, _Unusable()
+        assert parsed.counts == dict(sorted(expected.items()))  # no job: the footers
+        parsed._classified = classified
     finally:
         parsed.close()
-    # Where the driver cannot see the files (no `_SUCCESS` where it looks), a job counts.
+
+    # Files the driver does not see (here: the footers found say nothing) are counted by a job.
+    monkeypatch.setattr(_analyze, "_counts_in_files", lambda _: {})
     unseen = parse_snapshot(spark, snapshot, tmp_path / "unseen", keep=False, write=False)
-    (tmp_path / "unseen" / "_classified" / "_SUCCESS").unlink()
     try:
-        counts, jobs = _counted(spark, "job", lambda: unseen.counts)
-        assert counts == dict(sorted(expected.items())) and jobs > 0
+        assert unseen.counts == dict(sorted(expected.items()))
     finally:
         unseen.close()
 
 
-def _counted(
-    spark: SparkSession, group: str, count: Callable[[], dict[str, int]]
-) -> tuple[dict[str, int], int]:
-    """What `count` returns, and how many Spark jobs it ran."""
-    context = spark.sparkContext
-    context.setJobGroup(group, group)
-    try:
-        counts = count()
-    finally:
-        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # clears it
-    return counts, len(context.statusTracker().getJobIdsForGroup(group))
+class _Unusable:
+    """Stands for a frame that must not be used."""
+
+    def __getattr__(self, name: str) -> None:
+        raise AssertionError(f"the classified keys were used ({name})")
 
 
-def test_an_empty_snapshot_is_parsed_into_no_table(spark: SparkSession, tmp_path: Path) -> None:
+def test_an_empty_snapshot_is_parsed_into_empty_tables(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A snapshot of an empty store (a cluster not started yet) has no key to infer the
-    grouped keys' schema from: it is read with the schema it was written with, and gives
-    no count, no table folder and empty tables."""
+    grouped keys' schema from: it is read with the schema it was written with. Written, the
+    tables are no folder at all; parsed straight from the grouped keys, they are empty; and
+    a job counting the keys counts none."""
+    from metaplane.pipeline import _analyze
+
     snapshot = write_snapshot(tmp_path / "snapshot", [])
     folder = tmp_path / "tables"
     parsed = parse_snapshot(spark, snapshot, folder, keep=True)
     try:
         assert parsed.counts == {}
         assert sorted(path.name for path in folder.iterdir()) == ["_classified"]
-        assert all(table.count() == 0 for _, table in parsed.tables)
     finally:
         parsed.close()
+    monkeypatch.setattr(_analyze, "_counts_in_files", lambda _: {"x": 1})  # a job counts
+    unwritten = parse_snapshot(spark, snapshot, tmp_path / "unwritten", keep=False, write=False)
+    try:
+        assert unwritten.counts == {}
+        assert all(table.count() == 0 for _, table in unwritten.tables)
+    finally:
+        unwritten.close()
 
 
 def test_ownership_facts_picked_from_the_topic_facts_are_the_ones_aggregated_alone(

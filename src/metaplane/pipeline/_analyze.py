@@ -47,7 +47,7 @@ from metaplane.pipeline._tables import (
     UNKNOWN,
     Tables,
     classify,
-    kind_of,
+    kind_name,
     parse_tables,
     read_tables,
 )
@@ -205,10 +205,11 @@ class ParsedSnapshot:
     """A snapshot's tables, and the keys of each kind. Until `close`, the keys grouped by
     kind are in `folder`/_classified, and `tables` the tables as the job reads them."""
 
-    def __init__(self, folder: Path, tables: Tables, classified: DataFrame) -> None:
+    def __init__(self, folder: Path, tables: Tables, classified: DataFrame, keys: int) -> None:
         self.folder = folder
         self.tables = tables
         self._classified = classified
+        self._keys = keys
         self._counts: dict[str, int] | None = None
 
     @property
@@ -217,14 +218,15 @@ class ParsedSnapshot:
         for; ask before `close`.
 
         Read from the row counts in the footers of the files the keys were written into, a
-        folder per kind, where the driver can see them (local mode, or a filesystem the
-        cluster shares with it, as the outputs need anyway): a Spark job that counted them
-        took about 1.3 s at 10M keys in a JVM of its own. Else, that job."""
+        folder per kind, as the driver sees them (local mode, or a filesystem the cluster
+        shares with it, as the snapshot and the outputs need anyway): a Spark job that
+        counted them took about 1.3 s at 10M keys in a JVM of its own. Where those counts do
+        not add up to the snapshot's keys (files the driver does not see), that job counts."""
         if self._counts is None:
             found = _counts_in_files(self.folder / CLASSIFIED)
-            if found is None:
+            if sum(found.values()) != self._keys:
                 by_kind = self._classified.groupBy("kind").count().collect()
-                found = {kind_of(row["kind"]): row["count"] for row in by_kind}
+                found = {kind_name(row["kind"]): row["count"] for row in by_kind}
             self._counts = dict(sorted(found.items()))
         return self._counts
 
@@ -237,12 +239,9 @@ _NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 """The folder name a partitioned write gives the rows whose partition value is null."""
 
 
-def _counts_in_files(scratch: Path) -> dict[str, int] | None:
+def _counts_in_files(scratch: Path) -> dict[str, int]:
     """The keys of each kind in the folders of a write partitioned by the kind's number, from
-    the Parquet footers' row counts; None when the write is not there to read (a cluster
-    whose executors wrote where the driver cannot see)."""
-    if not (scratch / "_SUCCESS").is_file():
-        return None
+    the Parquet footers' row counts of the files the driver sees there."""
     counts: dict[str, int] = {}
     for part in scratch.glob("kind=*"):
         value = part.name.removeprefix("kind=")
@@ -280,8 +279,9 @@ def parse_snapshot(
     classified = spark.read.schema(keys.schema).parquet(str(scratch))
     parsed = parse_tables(classified)
     if not write:
-        return ParsedSnapshot(folder, parsed.cached() if keep else parsed, classified)
-    result = ParsedSnapshot(folder, parsed, classified)
+        kept = parsed.cached() if keep else parsed
+        return ParsedSnapshot(folder, kept, classified, snapshot.keys)
+    result = ParsedSnapshot(folder, parsed, classified, snapshot.keys)
     counts = result.counts
 
     def write_one(name: str) -> None:

@@ -244,6 +244,7 @@ that outlives it holds a code."""
 KINDS_BY_CODE: Mapping[int, KeyKind] = MappingProxyType(
     {code: kind for kind, code in KIND_CODES.items()}
 )
+"""The kind of each number of `KIND_CODES`."""
 
 
 def _kind_value(kind: KeyKind, coded: bool) -> int | str:
@@ -251,7 +252,8 @@ def _kind_value(kind: KeyKind, coded: bool) -> int | str:
 
 
 def _kind_literal(kind: KeyKind, coded: bool) -> str:
-    return str(_kind_value(kind, coded)) if coded else _sql_text(kind.value)
+    """`kind` as Spark SQL text: its number, or its name as a string literal."""
+    return str(KIND_CODES[kind]) if coded else _sql_text(kind.value)
 
 
 def _kind_of(parts: str, templates: Sequence[Template], coded: bool) -> str:
@@ -302,7 +304,7 @@ def classify(snapshot: DataFrame, *, coded: bool = False) -> DataFrame:
     )
 
 
-def kind_of(row_kind: str | int | None) -> str:
+def kind_name(row_kind: str | int | None) -> str:
     """The table name of a classified row's `kind`, coded or not (`UNKNOWN` for null)."""
     if row_kind is None:
         return UNKNOWN
