@@ -43,7 +43,6 @@ from metaplane.pipeline._spark import spark_errors
 from metaplane.pipeline._storage import retention_plan, storage
 from metaplane.pipeline._summary import broker_summary, leadership
 from metaplane.pipeline._tables import (
-    KINDS_BY_CODE,
     UNKNOWN,
     Tables,
     classify,
@@ -245,10 +244,9 @@ def _counts_in_files(scratch: Path) -> dict[str, int]:
     counts: dict[str, int] = {}
     for part in scratch.glob("kind=*"):
         value = part.name.removeprefix("kind=")
-        name = UNKNOWN if value == _NULL_PARTITION else KINDS_BY_CODE[int(value)].value
         rows = sum(pq.read_metadata(file).num_rows for file in part.glob("*.parquet"))
         if rows:
-            counts[name] = rows
+            counts[kind_name(None if value == _NULL_PARTITION else int(value))] = rows
     return counts
 
 
